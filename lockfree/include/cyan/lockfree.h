@@ -1,0 +1,6 @@
+#pragma once
+
+/// Umbrella header for cyan::lockfree.
+#include "cyan/lockfree/queue.h"
+#include "cyan/lockfree/spsc_ring.h"
+#include "cyan/lockfree/stack.h"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs missing packages, builds cyan in Release and runs the benchmark suite: every benchmark
+# prints its arms' medians and ratios, and the summary lands in bench-results/.
+#   CYAN_BENCH_REPS=7 scripts/bench.sh     more repetitions (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+cmake --preset release
+cmake --build --preset release -j "$(nproc)"
+
+mkdir -p bench-results
+results="$PWD/bench-results/results.csv"
+echo "benchmark,workload,arm,median_s,min_s,max_s,reps,checksum" >"$results"
+export CYAN_BENCH_CSV="$results"
+
+status=0
+for benchmark in build/release/examples/*_benchmark; do
+  [ -x "$benchmark" ] || continue
+  echo
+  echo "=== $(basename "$benchmark") ==="
+  "$benchmark" || status=1
+done
+
+echo
+echo "=== summary ($results) ==="
+column -s, -t <"$results"
+exit $status

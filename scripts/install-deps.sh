@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cyan needs to build, test and benchmark, if any are missing.
+# Only Debian's archive is used; nothing is downloaded from anywhere else.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkgconf git
+  libgtest-dev libgmock-dev libbenchmark-dev libev-dev
+  libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
+  libomp-dev                                          # OpenMP benchmark baseline (clang)
+  gnuplot-nox                                         # the benchmark chart
+  wrk                                                 # load for the HTTP example
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "cyan: installing missing Debian packages: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,14 @@
+#include "cyan/common/cache_line.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+TEST(CacheLine, PaddedValuesNeverShareALine) {
+  // Two adjacent padded counters start exactly one cache line apart.
+  cyan::cache_padded<std::uint64_t> pair[2];
+  const auto first = reinterpret_cast<std::uintptr_t>(&pair[0].value);
+  const auto second = reinterpret_cast<std::uintptr_t>(&pair[1].value);
+  EXPECT_EQ(second - first, cyan::cache_line_size);
+  EXPECT_EQ(first % cyan::cache_line_size, 0u);
+}

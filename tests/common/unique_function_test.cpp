@@ -1,0 +1,140 @@
+#include "cyan/common/unique_function.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "support/lifecycle.h"
+
+using cyan::test::lifecycle;
+
+namespace {
+
+// Counts global allocations so a test can prove that small closures are stored inline.
+thread_local int allocations = 0;
+
+}  // namespace
+
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+class UniqueFunction : public ::testing::Test {
+ protected:
+  void SetUp() override { lifecycle::reset(); }
+  void TearDown() override { EXPECT_EQ(lifecycle::live(), 0); }
+};
+
+TEST_F(UniqueFunction, CallsWithArgumentsAndReturnsTheResult) {
+  cyan::unique_function<int(int, int)> add = [](int a, int b) { return a + b; };
+  ASSERT_TRUE(add);
+  EXPECT_EQ(add(2, 40), 42);
+}
+
+TEST_F(UniqueFunction, EmptyCallThrowsBadFunctionCall) {
+  cyan::unique_function<void()> empty;
+  EXPECT_FALSE(empty);
+  EXPECT_TRUE(empty == nullptr);
+  EXPECT_THROW(empty(), std::bad_function_call);
+}
+
+TEST_F(UniqueFunction, HoldsMoveOnlyClosures) {
+  auto owned = std::make_unique<int>(7);
+  cyan::unique_function<int()> f = [p = std::move(owned)] { return *p * 6; };
+  EXPECT_EQ(f(), 42);
+
+  std::packaged_task<int()> task([] { return 5; });
+  auto result = task.get_future();
+  cyan::unique_function<void()> g = std::move(task);
+  g();
+  EXPECT_EQ(result.get(), 5);
+}
+
+TEST_F(UniqueFunction, ClosureOf48BytesIsStoredWithoutAllocation) {
+  std::array<char, 40> payload{};
+  payload[39] = 3;
+  long extra = 4;
+  auto closure = [payload, extra] { return payload[39] + extra; };
+  static_assert(sizeof(closure) == 48);
+  static_assert(cyan::unique_function<long()>::stored_inline<decltype(closure)>);
+
+  allocations = 0;
+  cyan::unique_function<long()> f = closure;
+  cyan::unique_function<long()> moved = std::move(f);
+  EXPECT_EQ(moved(), 7);
+  EXPECT_EQ(allocations, 0);
+  EXPECT_FALSE(f);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+}
+
+TEST_F(UniqueFunction, LargeClosureAllocatesOnceAndMovesWithoutAllocating) {
+  std::array<char, 200> payload{};
+  payload[199] = 9;
+  auto closure = [payload] { return int{ payload[199] }; };
+  static_assert(!cyan::unique_function<int()>::stored_inline<decltype(closure)>);
+
+  allocations = 0;
+  cyan::unique_function<int()> f = closure;
+  EXPECT_EQ(allocations, 1);
+  cyan::unique_function<int()> moved = std::move(f);
+  cyan::unique_function<int()> again;
+  again = std::move(moved);
+  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(again(), 9);
+}
+
+TEST_F(UniqueFunction, DestroysTheClosureExactlyOnce) {
+  {
+    cyan::unique_function<std::int64_t()> f = [item = lifecycle(11)] { return item.value; };
+    cyan::unique_function<std::int64_t()> g = std::move(f);
+    cyan::unique_function<std::int64_t()> h;
+    h = std::move(g);
+    EXPECT_EQ(h(), 11);
+    EXPECT_EQ(lifecycle::live(), 1);
+    h = nullptr;
+    EXPECT_EQ(lifecycle::live(), 0);
+  }
+  EXPECT_EQ(lifecycle::destroyed.load(), lifecycle::constructed.load());
+}
+
+TEST_F(UniqueFunction, ThrowingMoveConstructorGoesToTheHeap) {
+  // lifecycle's move constructor is not noexcept, so the closure must not be stored inline
+  // (moving the wrapper must never throw).
+  auto closure = [item = lifecycle(1)] { return item.value; };
+  static_assert(!cyan::unique_function<std::int64_t()>::stored_inline<decltype(closure)>);
+  cyan::unique_function<std::int64_t()> f = std::move(closure);
+  static_assert(std::is_nothrow_move_constructible_v<cyan::unique_function<std::int64_t()>>);
+  EXPECT_EQ(f(), 1);
+}
+
+TEST_F(UniqueFunction, ExceptionFromTheClosurePropagates) {
+  cyan::unique_function<void()> f = [] { throw std::runtime_error("boom"); };
+  EXPECT_THROW(f(), std::runtime_error);
+  EXPECT_TRUE(f);
+}
+
+TEST_F(UniqueFunction, SwapExchangesClosures) {
+  cyan::unique_function<std::string()> a = [] { return std::string("a"); };
+  cyan::unique_function<std::string()> b = [] { return std::string("b"); };
+  swap(a, b);
+  EXPECT_EQ(a(), "b");
+  EXPECT_EQ(b(), "a");
+}
+
+TEST_F(UniqueFunction, MutableClosureKeepsItsState) {
+  cyan::unique_function<int()> counter = [n = 0]() mutable { return ++n; };
+  EXPECT_EQ(counter(), 1);
+  EXPECT_EQ(counter(), 2);
+  auto moved = std::move(counter);
+  EXPECT_EQ(moved(), 3);
+}
