@@ -1,0 +1,162 @@
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace cyan::bench {
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+std::vector<double> seconds_of(const std::vector<sample>& samples) {
+  std::vector<double> seconds;
+  for (const sample& s : samples) {
+    seconds.push_back(s.seconds);
+  }
+  return seconds;
+}
+
+}  // namespace
+
+sample time(const std::function<std::uint64_t()>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t checksum = work();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return { elapsed.count(), checksum };
+}
+
+std::uint64_t env_or(const char* name, std::uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    return fallback;
+  }
+  return std::strtoull(text, nullptr, 10);
+}
+
+int repetitions(int fallback) {
+  return static_cast<int>(std::max<std::uint64_t>(1, env_or("CYAN_BENCH_REPS", fallback)));
+}
+
+suite::suite(std::string benchmark, std::string workload)
+    : benchmark_(std::move(benchmark)), workload_(std::move(workload)) {}
+
+void suite::add(std::string arm, std::function<sample()> run) {
+  arms_.push_back({ std::move(arm), std::move(run), true, {} });
+}
+
+void suite::add_unchecked(std::string arm, std::function<sample()> run) {
+  arms_.push_back({ std::move(arm), std::move(run), false, {} });
+}
+
+bool suite::run() {
+  const int reps = repetitions();
+  for (int rep = 0; rep < reps; ++rep) {
+    for (std::size_t i = 0; i < arms_.size(); ++i) {
+      arm_state& arm = arms_[(i + static_cast<std::size_t>(rep)) % arms_.size()];
+      std::fprintf(stderr, "  [%s/%s] rep %d/%d: %-36s\r", benchmark_.c_str(), workload_.c_str(),
+                   rep + 1, reps, arm.name.c_str());
+      arm.samples.push_back(arm.run());
+    }
+  }
+  std::fprintf(stderr, "%90s\r", "");
+  print_table();
+  append_csv();
+  return check_checksums();
+}
+
+const suite::arm_state& suite::find(const std::string& arm) const {
+  for (const arm_state& state : arms_) {
+    if (state.name == arm) {
+      return state;
+    }
+  }
+  throw std::out_of_range("cyan::bench::suite: no arm named '" + arm + "'");
+}
+
+double suite::median(const std::string& arm) const {
+  return median_of(seconds_of(find(arm).samples));
+}
+
+void suite::print_table() const {
+  std::printf("\n%s — %s (%zu reps, median [min–max])\n", benchmark_.c_str(), workload_.c_str(),
+              arms_.front().samples.size());
+  const double reference = median(arms_.front().name);
+  for (const arm_state& arm : arms_) {
+    const std::vector<double> seconds = seconds_of(arm.samples);
+    const double m = median(arm.name);
+    std::printf("  %-40s %10.4f s [%.4f–%.4f]  %7.2fx the time of %s  checksum %llu\n",
+                arm.name.c_str(), m, *std::min_element(seconds.begin(), seconds.end()),
+                *std::max_element(seconds.begin(), seconds.end()), m / reference,
+                arms_.front().name.c_str(),
+                static_cast<unsigned long long>(arm.samples.back().checksum));
+  }
+}
+
+bool suite::check_checksums() const {
+  const std::uint64_t expected = arms_.front().samples.front().checksum;
+  bool ok = true;
+  for (const arm_state& arm : arms_) {
+    for (const sample& s : arm.samples) {
+      if (arm.checked && s.checksum != expected) {
+        std::printf("  CHECKSUM MISMATCH: %s gave %llu, %s gave %llu\n", arm.name.c_str(),
+                    static_cast<unsigned long long>(s.checksum), arms_.front().name.c_str(),
+                    static_cast<unsigned long long>(expected));
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+void suite::append_csv() const {
+  const char* path = std::getenv("CYAN_BENCH_CSV");
+  if (path == nullptr || *path == '\0') {
+    return;
+  }
+  FILE* csv = std::fopen(path, "a");
+  if (csv == nullptr) {
+    std::perror(path);
+    return;
+  }
+  for (const arm_state& arm : arms_) {
+    const std::vector<double> seconds = seconds_of(arm.samples);
+    std::fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.6f,%zu,%llu\n", benchmark_.c_str(), workload_.c_str(),
+                 arm.name.c_str(), median(arm.name),
+                 *std::min_element(seconds.begin(), seconds.end()),
+                 *std::max_element(seconds.begin(), seconds.end()), seconds.size(),
+                 static_cast<unsigned long long>(arm.samples.back().checksum));
+  }
+  std::fclose(csv);
+}
+
+bool suite::goal(const std::string& fast, const std::string& slow, double factor) {
+  const double measured = median(slow) / median(fast);
+  const bool met = measured >= factor;
+  std::printf("  goal: %s >= %.2fx faster than %s: measured %.2fx — %s\n", fast.c_str(), factor,
+              slow.c_str(), measured, met ? "met" : "MISSED");
+  return met;
+}
+
+bool suite::goal_at_most(const std::string& arm, const std::string& peer, double factor) {
+  const double measured = median(arm) / median(peer);
+  const bool met = measured <= factor;
+  std::printf("  goal: %s <= %.2fx the time of %s: measured %.2fx — %s\n", arm.c_str(), factor,
+              peer.c_str(), measured, met ? "met" : "MISSED");
+  return met;
+}
+
+int exit_status(bool all_checks_passed) {
+  if (!all_checks_passed) {
+    std::printf("benchmark checks FAILED (see CHECKSUM MISMATCH above)\n");
+  }
+  return all_checks_passed ? 0 : 1;
+}
+
+}  // namespace cyan::bench

@@ -1,0 +1,80 @@
+#pragma once
+
+// The benchmark harness every *_benchmark program uses, so that all of them follow one set of
+// rules: arms alternate within each repetition (the machine's speed drifts for seconds at a
+// time), every arm is repeated and every sample kept, the median and min–max are printed with
+// ratios against the first arm (cyan's), checksums must match across arms, and one CSV row per
+// arm is appended to $CYAN_BENCH_CSV.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cyan::bench {
+
+/// One timed run of an arm: the seconds it took and a checksum of every result it produced.
+struct sample {
+  double seconds = 0;
+  std::uint64_t checksum = 0;
+};
+
+/// Times `work` (which returns a checksum) with a steady clock: for arms with nothing to
+/// exclude from the timed region.
+sample time(const std::function<std::uint64_t()>& work);
+
+/// Repetitions per arm: $CYAN_BENCH_REPS, else `fallback`.
+int repetitions(int fallback = 5);
+
+/// An unsigned setting from the environment, e.g. item counts: $name, else `fallback`.
+std::uint64_t env_or(const char* name, std::uint64_t fallback);
+
+/// One workload of one benchmark, compared across arms.
+class suite {
+ public:
+  suite(std::string benchmark, std::string workload);
+
+  /// Adds an arm. `run` performs the whole workload once and reports its own timing, so that it
+  /// can leave set-up (thread start, allocation) outside the timed region. The first arm added
+  /// is the reference for ratios — make it cyan's.
+  void add(std::string arm, std::function<sample()> run);
+
+  /// Like add(), but this arm's checksum is not compared with the others (its work differs in
+  /// kind, e.g. a serial floor that has nothing to count); its checksum is still printed.
+  void add_unchecked(std::string arm, std::function<sample()> run);
+
+  /// Runs every arm `repetitions()` times, alternating the arms (rotating which goes first),
+  /// printing progress on stderr, then prints the table. Returns false when checksums differ.
+  bool run();
+
+  /// Median seconds of an arm after run(); throws std::out_of_range for an unknown arm.
+  [[nodiscard]] double median(const std::string& arm) const;
+
+  /// Prints a speed goal "`fast` is at least `factor`× faster than `slow`" as met or missed,
+  /// with the measured factor (median(slow) / median(fast)). Returns whether it was met.
+  bool goal(const std::string& fast, const std::string& slow, double factor);
+
+  /// Prints a goal "`arm` takes at most `factor`× the time of `peer`" as met or missed.
+  bool goal_at_most(const std::string& arm, const std::string& peer, double factor);
+
+ private:
+  struct arm_state {
+    std::string name;
+    std::function<sample()> run;
+    bool checked = true;
+    std::vector<sample> samples;
+  };
+  const arm_state& find(const std::string& arm) const;
+  void print_table() const;
+  bool check_checksums() const;
+  void append_csv() const;
+
+  std::string benchmark_;
+  std::string workload_;
+  std::vector<arm_state> arms_;
+};
+
+/// Exit status for a benchmark program: 0 when every suite's checks passed.
+int exit_status(bool all_checks_passed);
+
+}  // namespace cyan::bench
