@@ -23,6 +23,7 @@ for benchmark in build/release/examples/*_benchmark; do
 done
 
 echo
-echo "=== summary ($results) ==="
-column -s, -t <"$results"
+echo "=== summary (bench-results/results.csv, summary.txt, results.png) ==="
+scripts/bench_report.sh "$results"
+[ $status -eq 0 ] || echo "cyan bench: some benchmark checks FAILED (see above)"
 exit $status
