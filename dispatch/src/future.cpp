@@ -1,0 +1,80 @@
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+
+#include "cyan/dispatch/detail/future_state.h"
+
+namespace cyan::dispatch::detail {
+namespace {
+
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                const timespec* timeout) noexcept {
+  // Returns on a wake-up, a timeout, a signal, or at once when word != expected: every caller
+  // re-checks the flags in a loop.
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, timeout,
+          nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>& word) noexcept {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+timespec to_timespec(std::chrono::nanoseconds duration) noexcept {
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(duration);
+  return timespec{ static_cast<time_t>(seconds.count()),
+                   static_cast<long>((duration - seconds).count()) };
+}
+
+}  // namespace
+
+// No lost wake-up: the waiter sets kWaiting with an RMW and then sleeps only while the word
+// still equals the value it read (the kernel compares atomically). mark_ready()'s RMW sets
+// kReady after or before that: after, it sees kWaiting and wakes; before, the waiter's RMW
+// returns kReady (or the futex compare fails) and it does not sleep.
+bool state_core::park(const timespec* timeout) noexcept {
+  // acquire: pairs with the release fetch_or in mark_ready(), making the result visible.
+  std::uint32_t flags = flags_.fetch_or(kWaiting, std::memory_order_acquire);
+  if ((flags & kReady) != 0) {
+    return true;
+  }
+  futex_wait(flags_, flags | kWaiting, timeout);
+  return is_ready();
+}
+
+void state_core::wait_slow() noexcept {
+  while (!park(nullptr)) {
+  }
+}
+
+bool state_core::wait_for(std::chrono::nanoseconds timeout) noexcept {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!is_ready()) {
+    auto remaining = deadline - std::chrono::steady_clock::now();
+    if (remaining <= remaining.zero()) {
+      return false;
+    }
+    timespec relative = to_timespec(remaining);
+    if (park(&relative)) {
+      return true;
+    }
+  }
+  return true;
+}
+
+void state_core::mark_ready() noexcept {
+  // acq_rel: the release publishes the result to the acquire loads in is_ready() and park(); the
+  // acquire pairs with set_continuation()'s release, making continuation_/context_ visible.
+  std::uint32_t previous = flags_.fetch_or(kReady, std::memory_order_acq_rel);
+  if ((previous & kWaiting) != 0) {
+    futex_wake_all(flags_);
+  }
+  if ((previous & kContinuation) != 0) {
+    continuation_(context_);
+  }
+}
+
+}  // namespace cyan::dispatch::detail

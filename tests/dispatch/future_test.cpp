@@ -1,0 +1,226 @@
+#include "cyan/dispatch/future.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <coroutine>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allocation_counter.h"
+#include "cyan/common/unique_function.h"
+#include "support/lifecycle.h"
+
+namespace {
+
+using cyan::dispatch::future;
+using cyan::dispatch::task_cancelled;
+using cyan::dispatch::detail::package;
+using cyan::test::lifecycle;
+using namespace std::chrono_literals;
+
+TEST(future, get_returns_the_value_and_consumes_the_future) {
+  auto [result, job] = package([] { return 42; });
+  EXPECT_TRUE(result.valid());
+  EXPECT_FALSE(result.is_ready());
+  job();
+  EXPECT_TRUE(result.is_ready());
+  EXPECT_EQ(result.get(), 42);
+  EXPECT_FALSE(result.valid());
+  EXPECT_THROW(result.get(), std::future_error);
+  EXPECT_THROW(result.wait(), std::future_error);
+  EXPECT_THROW((void)result.is_ready(), std::future_error);
+}
+
+TEST(future, default_constructed_is_not_valid) {
+  future<int> empty;
+  EXPECT_FALSE(empty.valid());
+  EXPECT_THROW((void)empty.wait_for(1ms), std::future_error);
+}
+
+TEST(future, get_rethrows_the_task_exception) {
+  auto [result, job] = package([]() -> int { throw std::runtime_error("boom"); });
+  job();
+  try {
+    result.get();
+    FAIL() << "get() should have thrown";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "boom");
+  }
+  EXPECT_FALSE(result.valid());
+}
+
+TEST(future, a_job_destroyed_unrun_cancels_its_future) {
+  lifecycle::reset();
+  future<int> result;
+  {
+    auto [f, job] = package([captured = lifecycle(1)] { return 1; });
+    result = std::move(f);
+    EXPECT_EQ(lifecycle::live(), 1);
+  }
+  // Expect the closure gone and the future ready with task_cancelled.
+  EXPECT_EQ(lifecycle::live(), 0);
+  EXPECT_TRUE(result.is_ready());
+  EXPECT_THROW(result.get(), task_cancelled);
+}
+
+TEST(future, void_and_reference_results) {
+  int target = 5;
+  auto [void_result, void_job] = package([&target] { target = 6; });
+  auto [ref_result, ref_job] = package([&target]() -> int& { return target; });
+  void_job();
+  ref_job();
+  void_result.get();
+  int& ref = ref_result.get();
+  EXPECT_EQ(&ref, &target);
+  EXPECT_EQ(ref, 6);
+}
+
+TEST(future, move_only_results_and_closures) {
+  auto [result, job] = package([p = std::make_unique<int>(7)]() mutable { return std::move(p); });
+  job();
+  std::unique_ptr<int> value = result.get();
+  ASSERT_NE(value, nullptr);
+  EXPECT_EQ(*value, 7);
+}
+
+TEST(future, the_closure_is_destroyed_before_the_result_is_ready) {
+  lifecycle::reset();
+  auto [result, job] = package([captured = lifecycle(3)] { return captured.value; });
+  std::thread producer([job = std::move(job)]() mutable { job(); });
+  EXPECT_EQ(result.get(), 3);
+  EXPECT_EQ(lifecycle::live(), 0);  // released before get() returned
+  producer.join();
+}
+
+TEST(future, wait_for_and_wait_until_time_out_while_the_job_is_held) {
+  auto [result, job] = package([] { return 1; });
+  // Expect timeouts: the job cannot run before it is handed to the producer below.
+  EXPECT_EQ(result.wait_for(20ms), std::future_status::timeout);
+  EXPECT_EQ(result.wait_until(std::chrono::system_clock::now() + 20ms),
+            std::future_status::timeout);
+  EXPECT_EQ(result.wait_for(-1s), std::future_status::timeout);
+  std::thread producer([job = std::move(job)]() mutable { job(); });
+  EXPECT_EQ(result.wait_for(std::chrono::hours::max()), std::future_status::ready);
+  EXPECT_EQ(result.wait_until(std::chrono::steady_clock::now()), std::future_status::ready);
+  EXPECT_EQ(result.get(), 1);
+  producer.join();
+}
+
+TEST(future, an_awaitable_task_is_one_allocation_and_waiting_when_ready_is_none) {
+  cyan::test::start_counting_allocations();
+  auto [result, job] = package([a = 1L, b = 2L, c = 3L] { return a + b + c; });
+  cyan::unique_function<void()> posted(std::move(job));  // what an executor stores
+  int allocations = cyan::test::stop_counting_allocations();
+  EXPECT_EQ(allocations, 1);
+  cyan::test::start_counting_allocations();
+  posted();
+  result.wait();
+  EXPECT_EQ(result.wait_for(1s), std::future_status::ready);
+  EXPECT_EQ(result.get(), 6);
+  EXPECT_EQ(cyan::test::stop_counting_allocations(), 0);
+}
+
+TEST(future, converts_to_std_future_before_and_after_completion) {
+  auto [late, late_job] = package([] { return std::string("late"); });
+  std::future<std::string> late_std = std::move(late);
+  EXPECT_FALSE(late.valid());
+  std::thread producer([job = std::move(late_job)]() mutable { job(); });
+  EXPECT_EQ(late_std.get(), "late");
+  producer.join();
+
+  auto [early, early_job] = package([]() -> int { throw std::logic_error("early"); });
+  early_job();
+  std::future<int> early_std = std::move(early);
+  EXPECT_THROW(early_std.get(), std::logic_error);
+
+  auto [cancelled, cancelled_job] = package([] {});
+  std::future<void> cancelled_std = std::move(cancelled);
+  { auto drop = std::move(cancelled_job); }
+  EXPECT_THROW(cancelled_std.get(), task_cancelled);
+}
+
+// A minimal eager coroutine that records where it resumed.
+struct detached {
+  struct promise_type {
+    detached get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+};
+
+detached await_into(future<int> f, std::atomic<int>& out, std::thread::id& resumed_on) {
+  int value = co_await f;
+  resumed_on = std::this_thread::get_id();
+  out.store(value, std::memory_order_release);
+}
+
+detached await_error(future<int> f, std::atomic<int>& caught) {
+  try {
+    co_await f;
+  } catch (const task_cancelled&) {
+    caught.store(1);
+  }
+}
+
+TEST(future, co_await_resumes_on_the_completing_thread) {
+  auto [result, job] = package([] { return 11; });
+  std::atomic<int> out{ 0 };
+  std::thread::id resumed_on;
+  await_into(std::move(result), out, resumed_on);
+  EXPECT_EQ(out.load(), 0);  // suspended: the job has not run
+  std::thread::id producer_id;
+  std::thread producer([&, job = std::move(job)]() mutable {
+    producer_id = std::this_thread::get_id();
+    job();
+  });
+  producer.join();
+  EXPECT_EQ(out.load(std::memory_order_acquire), 11);
+  EXPECT_EQ(resumed_on, producer_id);
+}
+
+TEST(future, co_await_on_a_ready_future_does_not_suspend) {
+  auto [result, job] = package([] { return 12; });
+  job();
+  std::atomic<int> out{ 0 };
+  std::thread::id resumed_on;
+  await_into(std::move(result), out, resumed_on);
+  EXPECT_EQ(out.load(), 12);
+  EXPECT_EQ(resumed_on, std::this_thread::get_id());
+
+  auto [cancelled, cancelled_job] = package([] { return 0; });
+  std::atomic<int> caught{ 0 };
+  await_error(std::move(cancelled), caught);
+  { auto drop = std::move(cancelled_job); }
+  EXPECT_EQ(caught.load(), 1);
+}
+
+TEST(future, racing_producers_and_blocking_consumers_see_every_result) {
+  const int count = 20000;
+  std::vector<future<int>> results;
+  std::vector<cyan::unique_function<void()>> jobs;
+  for (int i = 0; i < count; ++i) {
+    auto [f, job] = package([i] { return i; });
+    results.push_back(std::move(f));
+    jobs.emplace_back(std::move(job));
+  }
+  std::thread producer([&] {
+    for (auto& job : jobs) {
+      job();
+    }
+  });
+  long long sum = 0;
+  for (auto& f : results) {
+    sum += f.get();
+  }
+  producer.join();
+  EXPECT_EQ(sum, static_cast<long long>(count) * (count - 1) / 2);
+}
+
+}  // namespace
