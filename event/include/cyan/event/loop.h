@@ -1,0 +1,159 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "cyan/common/noncopyable.h"
+#include "cyan/common/unique_function.h"
+#include "cyan/event/detail/watcher.h"
+
+struct ev_loop;  // libev's loop; using cyan::event needs no <ev.h>.
+
+namespace cyan::event {
+
+/// The kernel interface a loop polls with (values are libev's EVBACKEND_* flags).
+enum class backend : unsigned {
+  automatic = 0,  ///< libev's recommendation for this system (epoll on Linux)
+  select = 0x01,
+  poll = 0x02,
+  epoll = 0x04,
+  kqueue = 0x08,
+  port = 0x20,
+  linux_aio = 0x40,
+  io_uring = 0x80,
+};
+
+/// "epoll", "io_uring", ... ("automatic" for backend::automatic). [any thread]
+[[nodiscard]] std::string_view to_string(backend value) noexcept;
+
+namespace detail {
+struct loop_callbacks;
+}  // namespace detail
+
+/// An event loop (libev underneath): runs the callbacks of the timers, async, idle, signal and
+/// io watchers attached to it, on one thread.
+///
+/// Thread rules: a loop belongs to one thread, its *loop thread*: the thread that created it,
+/// re-bound to the thread that first runs it (start, run_once or run_nowait) so a loop can be
+/// built on one thread and handed to another. The main loop belongs to the process's main
+/// thread (the one that ran main()). Every member is loop-thread-only unless marked
+/// [any thread]; debug builds assert it. Run functions must not be called from inside one of
+/// the loop's own callbacks (std::logic_error).
+///
+/// Errors: an exception thrown by a watcher's callback never reaches libev; it goes to the
+/// error handler (default: print to stderr) and the loop keeps running.
+///
+/// Not fork-safe: a child process must not use a loop of its parent.
+class loop : noncopyable {
+ public:
+  using clock = std::chrono::steady_clock;
+  using error_handler = unique_function<void(std::exception_ptr)>;
+
+  /// Creates a loop polling with `backend`. Throws std::runtime_error when libev on this system
+  /// does not support it, std::system_error when the kernel refuses it.
+  explicit loop(event::backend backend = event::backend::automatic);
+
+  /// Destroys the libev loop. Every watcher holds a shared_ptr to its loop, so none is left.
+  ~loop();
+
+  /// Runs callbacks until stop(); returns at once when a stop() arrived before it. Throws
+  /// std::logic_error when called from one of this loop's callbacks.
+  void start();
+
+  /// Waits for at least one event (a stop() counts as one) and runs what is ready, once.
+  void run_once();
+
+  /// Runs the callbacks of the events ready now, without waiting.
+  void run_nowait();
+
+  /// Makes the running start() (or run_once()) return after the current callback; when the
+  /// loop is not running, the next start() returns at once. Wakes a loop that is waiting.
+  /// [any thread]
+  void stop() noexcept;
+
+  /// The loop's idea of the current time: refreshed each time the loop wakes up, and by a
+  /// timer's start()/reset() called while the loop is not running.
+  [[nodiscard]] clock::time_point now() const noexcept { return now_; }
+
+  /// The backend this loop polls with (never backend::automatic).
+  [[nodiscard]] event::backend backend() const noexcept;
+
+  /// True when the caller runs on this loop's thread. [any thread]
+  [[nodiscard]] bool is_loop_thread() const noexcept;
+
+  /// True for the main loop (get_main_loop()). [any thread]
+  [[nodiscard]] bool is_main() const noexcept { return is_main_; }
+
+  /// Replaces the function that receives exceptions thrown by callbacks; an empty one restores
+  /// the default (print to stderr). It runs on the loop's thread; what it throws is printed.
+  void set_error_handler(error_handler handler) noexcept;
+
+  /// libev's loop, for code that drives libev directly. [any thread]
+  [[nodiscard]] ev_loop* native_handle() const noexcept { return raw_; }
+
+  /// Backends libev supports on this system, best first. [any thread]
+  [[nodiscard]] static std::vector<event::backend> supported_backends();
+
+  /// The backends backend::automatic chooses from. [any thread]
+  [[nodiscard]] static std::vector<event::backend> recommended_backends();
+
+ private:
+  friend class detail::watcher_base;
+  friend class timer;
+  friend struct detail::loop_callbacks;
+  friend std::shared_ptr<loop> get_main_loop();
+
+  struct main_loop_tag {};
+  /// The main loop: libev's default loop.
+  explicit loop(main_loop_tag);
+
+  void attach(ev_loop* raw);
+  void begin_run();
+  void end_run() noexcept { running_ = false; }
+  void invoke_pending() noexcept;
+  void run_expired_timers() noexcept;
+  void report_error(std::exception_ptr error) noexcept;
+  /// Before a timer starts: brings the loop's time up to date unless the loop is running (then
+  /// timers started by one callback share a base time, so equal timeouts keep start order).
+  void refresh_time_if_idle() noexcept;
+  std::uint64_t next_timer_sequence() noexcept { return timer_sequence_++; }
+  std::size_t queue_expiry(detail::queued_expiry expiry);
+  void cancel_expiry(std::size_t slot) noexcept;
+  void move_expiry(std::size_t slot, detail::watcher_base* watcher) noexcept;
+
+  ev_loop* raw_ = nullptr;
+  const bool is_main_;
+  bool has_run_ = false;  // loop thread only
+  bool running_ = false;  // loop thread only: inside ev_run
+  /// The loop thread; written by the first run (re-binding), read by is_loop_thread().
+  std::atomic<std::thread::id> owner_;
+  /// Set by stop() on any thread, cleared by the loop thread when it acts on it.
+  std::atomic<bool> stop_requested_{ false };
+  detail::raw_watcher stop_watcher_;  // an ev_async
+  clock::time_point now_;
+  error_handler error_handler_;
+  std::uint64_t timer_sequence_ = 0;
+  std::vector<detail::queued_expiry> expired_timers_;
+};
+
+/// The main loop: libev's default loop, the only one that may own signal watchers. Created on
+/// first use and owned by the process's main thread (whichever thread calls this first); like
+/// every libev default loop it reaps child processes (SIGCHLD) while it runs. [any thread]
+[[nodiscard]] std::shared_ptr<loop> get_main_loop();
+
+}  // namespace cyan::event
+
+namespace cyan::this_thread {
+
+/// The calling thread's loop: the main loop on the process's main thread, otherwise a loop
+/// created on first use and released when the thread exits (watchers keep it alive longer).
+/// [any thread, about itself]
+[[nodiscard]] std::shared_ptr<event::loop> get_event_loop();
+
+}  // namespace cyan::this_thread

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "cyan/event/detail/watcher.h"
+#include "cyan/event/loop.h"
+
+namespace cyan::event {
+
+/// Runs its callback once `timeout` after start(), then every `repeat` (when non-zero) until
+/// stopped. Durations are kept as double seconds (libev's unit), so sub-millisecond values are
+/// honoured; a timer never fires before its timeout has elapsed.
+///
+/// The countdown starts from the loop's time (loop::now()). A timer started from one of the
+/// loop's callbacks counts from the moment the loop woke up for that round, so every timer
+/// started in one round with the same timeout has the same deadline; one started while the
+/// loop is not running first brings the loop's time up to date. Timers with equal deadlines
+/// fire in the order they were started (or reset).
+///
+/// Thread rules and moving: see detail::watcher_base (a moved active timer keeps its deadline).
+class timer : public detail::basic_watcher<> {
+ public:
+  /// Any std::chrono duration converts to this implicitly.
+  using duration = std::chrono::duration<double>;
+
+  /// An inactive one-shot timer with a zero timeout. Throws std::invalid_argument when `owner`
+  /// is null.
+  explicit timer(std::shared_ptr<loop> owner);
+  timer(timer&& other) noexcept;
+  timer& operator=(timer&& other) noexcept;
+  ~timer() = default;
+
+  /// Time from start() (or reset()) to the first expiry; zero fires on the next loop round.
+  /// Takes effect at the next start() or reset(). Throws std::invalid_argument when negative.
+  void set_timeout(duration timeout);
+
+  /// Interval between later expiries; zero (the default) makes the timer one-shot. Takes effect
+  /// at the next start() or reset(). Throws std::invalid_argument when negative.
+  void set_repeat(duration repeat);
+
+  [[nodiscard]] duration timeout() const noexcept { return duration(timeout_); }
+  [[nodiscard]] duration repeat() const noexcept { return duration(repeat_); }
+
+  /// Starts the countdown; does nothing when already active (starting twice fires once).
+  void start();
+
+  /// Restarts the countdown from now (an inactivity timeout): the timer fires `timeout` from
+  /// now, then every `repeat`, whether it was active or not. Drops an expiry not yet delivered.
+  void reset();
+
+  /// Time left until the next expiry; zero when inactive.
+  [[nodiscard]] duration remaining() const noexcept;
+
+ private:
+  void on_raw_event(int revents) noexcept override;
+  void start_countdown();
+
+  double timeout_ = 0.0;
+  double repeat_ = 0.0;
+  /// Deadline of the next expiry on libev's monotonic clock, and the start order used to break
+  /// ties between equal deadlines.
+  double deadline_ = 0.0;
+  std::uint64_t sequence_ = 0;
+};
+
+}  // namespace cyan::event
