@@ -13,7 +13,9 @@
 #include "cyan/common/unique_function.h"
 #include "cyan/event/detail/watcher.h"
 
-struct ev_loop;  // libev's loop; using cyan::event needs no <ev.h>.
+// libev's loop. Spelled `struct ev_loop` below because <ev.h> also declares a function of that
+// name; using cyan::event needs no <ev.h>.
+struct ev_loop;
 
 namespace cyan::event {
 
@@ -95,7 +97,7 @@ class loop : noncopyable {
   void set_error_handler(error_handler handler) noexcept;
 
   /// libev's loop, for code that drives libev directly. [any thread]
-  [[nodiscard]] ev_loop* native_handle() const noexcept { return raw_; }
+  [[nodiscard]] struct ev_loop* native_handle() const noexcept { return raw_; }
 
   /// Backends libev supports on this system, best first. [any thread]
   [[nodiscard]] static std::vector<event::backend> supported_backends();
@@ -113,21 +115,18 @@ class loop : noncopyable {
   /// The main loop: libev's default loop.
   explicit loop(main_loop_tag);
 
-  void attach(ev_loop* raw);
+  void attach(struct ev_loop* raw);
   void begin_run();
   void end_run() noexcept { running_ = false; }
   void invoke_pending() noexcept;
-  void run_expired_timers() noexcept;
   void report_error(std::exception_ptr error) noexcept;
   /// Before a timer starts: brings the loop's time up to date unless the loop is running (then
   /// timers started by one callback share a base time, so equal timeouts keep start order).
   void refresh_time_if_idle() noexcept;
   std::uint64_t next_timer_sequence() noexcept { return timer_sequence_++; }
-  std::size_t queue_expiry(detail::queued_expiry expiry);
-  void cancel_expiry(std::size_t slot) noexcept;
-  void move_expiry(std::size_t slot, detail::watcher_base* watcher) noexcept;
+  void run_queued_events() noexcept;
 
-  ev_loop* raw_ = nullptr;
+  struct ev_loop* raw_ = nullptr;
   const bool is_main_;
   bool has_run_ = false;  // loop thread only
   bool running_ = false;  // loop thread only: inside ev_run
@@ -139,7 +138,8 @@ class loop : noncopyable {
   clock::time_point now_;
   error_handler error_handler_;
   std::uint64_t timer_sequence_ = 0;
-  std::vector<detail::queued_expiry> expired_timers_;
+  /// Events deferred by watcher_base::queue_event() during this round (expired timers).
+  std::vector<detail::queued_event> queued_events_;
 };
 
 /// The main loop: libev's default loop, the only one that may own signal watchers. Created on

@@ -74,6 +74,10 @@ class watcher_base : noncopyable {
   /// that equal deadlines run in start order.
   virtual void on_raw_event(int revents) noexcept { dispatch(revents); }
 
+  /// Defers this watcher's event to the end of the loop round, where the queued events run
+  /// sorted by (deadline, sequence). Dispatches at once if the queue cannot grow.
+  void queue_event(double deadline, std::uint64_t sequence, int revents) noexcept;
+
   /// Calls the user's callback (basic_watcher implements it).
   virtual void invoke_callback(int revents) = 0;
 
@@ -130,11 +134,12 @@ class basic_watcher : public watcher_base {
   callback_type callback_;
 };
 
-/// An expired timer waiting for its callback; the loop sorts them by (deadline, sequence).
-struct queued_expiry {
+/// An event deferred by queue_event(); the loop sorts them by (deadline, sequence).
+struct queued_event {
   double deadline;
   std::uint64_t sequence;
-  watcher_base* watcher;
+  watcher_base* watcher;  // null once stopped or destroyed
+  int revents;
 };
 
 }  // namespace detail
