@@ -1,0 +1,269 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "cyan/common/cache_line.h"
+#include "cyan/common/noncopyable.h"
+#include "cyan/dispatch/detail/inbox_channel.h"
+#include "cyan/dispatch/detail/producer_cache.h"
+#include "cyan/lockfree/queue.h"
+
+namespace cyan::dispatch::detail {
+
+/// What the thread behind an inbox provides to it. [consumer] unless marked.
+class inbox_owner {
+ public:
+  /// Wakes the thread from its loop. [any thread]
+  virtual void wake_thread() noexcept = 0;
+  /// Receives what a task threw.
+  virtual void report(std::exception& error) noexcept = 0;
+  /// Takes a delayed task: it must later go to inbox::run_task() or inbox::cancel_task().
+  virtual void schedule(std::chrono::steady_clock::time_point due, inbox_task task) = 0;
+
+ protected:
+  ~inbox_owner() = default;
+};
+
+/// A handler thread's inbox: any thread posts tasks, the inbox's one thread runs them.
+///
+/// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott
+/// queue (any producer, one allocation per post). After that the thread gets its own lane, an
+/// unbounded SPSC queue (inbox_channel) found through a thread-local cache: a post is then one
+/// table lookup, one seq_cst store, one load and a ring push: no CAS, no allocation for a
+/// closure that fits inline, no syscall while the consumer is awake. The lane is announced by
+/// an open_channel envelope sent through the shared queue *after* the thread's earlier shared
+/// posts, and the consumer starts reading a lane only when it reaches that envelope, so posts
+/// stay FIFO per producer across the switch. Delayed posts always use the shared queue.
+///
+/// No lost wake-up. state_ holds kSleeping, set by the consumer before it blocks in its loop.
+///   producer: active = true (seq_cst) ; s = state_ (seq_cst) ; push ; if s has kSleeping: wake ;
+///             active = false (release)
+///   consumer: state_ |= kSleeping (seq_cst RMW) ; if some lane is active or non-empty, or the
+///             shared queue is: clear kSleeping and keep running ; else block in the loop
+/// (the shared queue's producers use shared_active_, an RMW counter, instead of `active`).
+/// All four accesses are seq_cst, so they are totally ordered. If the producer's load does not
+/// see kSleeping, it precedes the consumer's RMW, and so does the producer's earlier store of
+/// active = true: the consumer's later load sees active == true (it keeps running), or the
+/// release store active = false that follows the push (so the task is visible and it keeps
+/// running). Otherwise the producer saw kSleeping and wakes the thread. A post that finds the
+/// consumer awake therefore never makes a syscall, and a sleeping consumer is always woken.
+///
+/// Stop. stop() sets kStopped with a seq_cst RMW; producers check it with the same load, so a
+/// post either sees it and throws executor_stopped (nothing pushed), or had set `active` before
+/// the load, and the consumer's finish() — which waits until no lane is active and then
+/// empties everything — sees its task (same argument, with kStopped in place of kSleeping). So
+/// no accepted task is stranded, and every post after stop() returns throws. The waker is used
+/// only inside an active window, and finish() waits those out, so it outlives every wake.
+class inbox : noncopyable {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// Posts through the shared queue before a thread gets its own lane.
+  static constexpr std::uint32_t kPromoteAfter = 16;
+
+  inbox();
+  /// Frees the lanes (the thread must have finished) and tells their producers it is gone.
+  ~inbox();
+
+  /// The unique id the producers' caches know this inbox by (never reused). [any thread]
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
+
+  // ---- producer side [any thread] -----------------------------------------------------------
+
+  /// Queues a task built from `f`. Throws executor_stopped after stop(), or what building the
+  /// task throws; nothing is queued then.
+  template <typename F>
+  void post(F&& f) {
+    inbox_channel* lane = find_hot_channel(id_);
+    if (lane == nullptr) {
+      lane = find_channel(*this);
+      if (lane == nullptr) {
+        post_shared(envelope::kind::task, inbox_task(std::forward<F>(f)));
+        return;
+      }
+    }
+    const active_window window(*lane);
+    const std::uint32_t state =
+        state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
+    if ((state & kStopped) != 0) {
+      throw_stopped();
+    }
+    lane->push(std::forward<F>(f));
+    if ((state & kSleeping) != 0) {
+      wake();
+    }
+  }
+
+  /// Queues `task` to be handed to the owner's schedule() for `due`. Throws like post().
+  void post_delayed(inbox_task task, clock::time_point due) {
+    post_shared(envelope::kind::delayed, std::move(task), due);
+  }
+
+  /// Creates this thread's lane and announces it to the consumer. Throws executor_stopped
+  /// after stop(), std::bad_alloc. [producer: called by the thread cache]
+  inbox_channel* open_channel();
+
+  /// Refuses new posts and wakes the thread; `discard` also cancels queued tasks. Never throws.
+  void stop(bool discard) noexcept;
+
+  /// Wakes the thread if it sleeps: for producers that fed an idle_hook's source (see
+  /// idle_hook.h). Never throws.
+  void notify() noexcept;
+
+  [[nodiscard]] bool stopped() const noexcept { return (load_state() & kStopped) != 0; }
+  [[nodiscard]] bool finished() const noexcept { return (load_state() & kFinished) != 0; }
+
+  /// posted, executed, cancelled (queued is derived by the caller).
+  struct counters {
+    std::uint64_t posted = 0;
+    std::uint64_t executed = 0;
+    std::uint64_t cancelled = 0;
+  };
+  [[nodiscard]] counters read_counters() const;
+
+  // ---- consumer side [consumer] -------------------------------------------------------------
+
+  /// Binds the consumer. Before any drain.
+  void attach(inbox_owner& owner) noexcept { owner_ = &owner; }
+
+  /// One round: up to `budget` tasks from the shared queue, then up to `budget` from each lane.
+  /// Returns how many entries it took (tasks run or cancelled, envelopes handled).
+  std::size_t drain(std::size_t budget) noexcept;
+
+  /// A cheap, relaxed look for queued work or a stop, for spinning. [consumer]
+  [[nodiscard]] bool looks_busy() const noexcept;
+
+  /// Announces that the thread is about to sleep; false (and no longer announced) when work
+  /// or a stop arrived meanwhile: see "No lost wake-up". `extra_work` is checked in the same
+  /// window (the idle_hook's source).
+  [[nodiscard]] bool prepare_sleep(bool (*extra_work)(void*) noexcept, void* context) noexcept;
+
+  /// After the thread woke up (by a wake or anything else).
+  void woke() noexcept;
+
+  /// After stop(): waits out in-flight posts and runs (drain) or cancels (discard) everything
+  /// queued, so that nothing accepted is left behind. Delayed tasks go to the owner's
+  /// schedule() as usual; the owner decides their fate.
+  void finish() noexcept;
+
+  /// Marks the thread finished (is_running() false). After finish().
+  void mark_finished() noexcept;
+
+  /// Whether tasks are being discarded (stop(discard) was called).
+  [[nodiscard]] bool discarding() const noexcept { return (load_state() & kDiscard) != 0; }
+
+  /// Runs `task`, counting it and reporting what it throws.
+  void run_task(inbox_task& task) noexcept {
+    // release: pairs with the acquire load in read_counters().
+    executed_.store(executed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    try {
+      task();
+    } catch (std::exception& error) {
+      owner_->report(error);
+    } catch (...) {
+      report_unknown();
+    }
+  }
+
+  /// Destroys `task` unrun (an awaitable reports task_cancelled), counting it.
+  void cancel_task(inbox_task& task) noexcept {
+    task = nullptr;
+    // release: pairs with the acquire load in read_counters().
+    cancelled_.store(cancelled_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+
+ private:
+  static constexpr std::uint32_t kSleeping = 1;  // the consumer is (about to be) blocked
+  static constexpr std::uint32_t kStopped = 2;   // stop() was called: posts are refused
+  static constexpr std::uint32_t kDiscard = 4;   // stop(discard): queued tasks are cancelled
+  static constexpr std::uint32_t kFinished = 8;  // the thread has finished
+
+  struct envelope {
+    enum class kind : std::uint8_t { task, delayed, open_channel };
+    inbox_task task;
+    clock::time_point due{};
+    inbox_channel* channel = nullptr;
+    kind what = kind::task;
+  };
+
+  // Marks a lane's post in progress for its whole scope, exceptions included.
+  class active_window {
+   public:
+    explicit active_window(inbox_channel& lane) noexcept : lane_(lane) { lane_.begin_post(); }
+    ~active_window() { lane_.end_post(); }
+    active_window(const active_window&) = delete;
+    active_window& operator=(const active_window&) = delete;
+
+   private:
+    inbox_channel& lane_;
+  };
+
+  // The same for the shared queue and for stop()/notify(), which may wake the thread.
+  class shared_window {
+   public:
+    explicit shared_window(inbox& target) noexcept;
+    ~shared_window();
+    shared_window(const shared_window&) = delete;
+    shared_window& operator=(const shared_window&) = delete;
+
+   private:
+    inbox& target_;
+  };
+
+  [[nodiscard]] std::uint32_t load_state() const noexcept {
+    // acquire: pairs with the seq_cst RMWs in stop() and mark_finished().
+    return state_.value.load(std::memory_order_acquire);
+  }
+
+  void post_shared(envelope::kind what, inbox_task task, clock::time_point due = {},
+                   inbox_channel* lane = nullptr);
+  [[noreturn]] static void throw_stopped();
+  void wake() noexcept;
+  void report_unknown() noexcept;
+
+  // consumer helpers (inbox.cpp)
+  std::size_t drain_shared(std::size_t budget) noexcept;
+  std::size_t drain_lanes(std::size_t budget) noexcept;
+  void handle(envelope& item) noexcept;
+  void take_task(inbox_task& task) noexcept;
+  void retire(inbox_channel* lane) noexcept;
+  [[nodiscard]] bool anything_active() const noexcept;
+  [[nodiscard]] bool anything_queued() const noexcept;
+
+  const std::uint64_t id_;
+  // The consumer's lanes, linked through inbox_channel::next_lane: consumer-only.
+  inbox_channel* lanes_ = nullptr;
+  // Shared envelopes taken so far, compared with shared_pushed_ to skip an empty queue cheaply.
+  std::uint64_t shared_popped_ = 0;
+  // Set by attach() before any post can see kSleeping; read by wake().
+  inbox_owner* owner_ = nullptr;
+
+  // Read by every post; written by the consumer (sleep/wake), stop() and wakers.
+  cache_padded<std::atomic<std::uint32_t>> state_;
+
+  // Written only by the consumer; read by read_counters().
+  alignas(cache_line_size) std::atomic<std::uint64_t> executed_{ 0 };
+  std::atomic<std::uint64_t> cancelled_{ 0 };
+
+  // The shared queue, with its producers' in-flight count, its envelope count (all kinds) and
+  // its task count (for stats): RMWs, on the slow path only.
+  lockfree::queue<envelope> shared_;
+  alignas(cache_line_size) std::atomic<std::uint32_t> shared_active_{ 0 };
+  std::atomic<std::uint64_t> shared_pushed_{ 0 };
+  std::atomic<std::uint64_t> shared_posted_{ 0 };
+
+  // Every lane ever opened and not retired, for stats() and destruction. Locked by producers
+  // when they open a lane, by the consumer when it retires one, and by stats(): never per post.
+  mutable std::mutex registry_mutex_;
+  std::vector<inbox_channel*> registry_;
+  std::uint64_t retired_posted_ = 0;  // guarded by registry_mutex_
+};
+
+}  // namespace cyan::dispatch::detail

@@ -1,0 +1,222 @@
+#pragma once
+
+#include <any>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "cyan/common/noncopyable.h"
+#include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/inbox.h"
+#include "cyan/dispatch/errors.h"
+#include "cyan/dispatch/future.h"
+#include "cyan/dispatch/handler.h"
+#include "cyan/dispatch/serial_token.h"
+#include "cyan/dispatch/stop_mode.h"
+
+namespace cyan::event {
+class loop;
+}
+
+namespace cyan::dispatch {
+
+class handler_thread;
+
+namespace detail {
+class idle_hook;
+class handler_thread_runtime;
+void wake_if_sleeping(handler_thread& worker) noexcept;
+}  // namespace detail
+
+/// How a handler_thread is set up.
+struct handler_thread_options {
+  /// The thread's name as shown by top, gdb and perf (Linux keeps 15 bytes). Empty: unnamed.
+  std::string name;
+  /// The CPU to pin the thread to. Empty: no pinning. An impossible CPU makes the constructor
+  /// throw std::system_error.
+  std::optional<unsigned> cpu;
+  /// How long a thread whose inbox ran empty keeps looking for work before it sleeps in its
+  /// loop: a short spin saves the wake-up syscall (and its latency) when work follows soon,
+  /// which is the common case between threads that talk to each other. Zero: sleep at once.
+  std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(20);
+  /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
+  /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
+  detail::idle_hook* idle_hook = nullptr;
+};
+
+/// Counters of a handler_thread, read together by stats(). queued is posted - executed -
+/// cancelled: work accepted that has not started, delayed work that is not due included.
+struct handler_thread_stats {
+  std::uint64_t posted = 0;     ///< closures and messages accepted (delayed ones included)
+  std::uint64_t executed = 0;   ///< started (a task that threw counts, a running one counts)
+  std::uint64_t cancelled = 0;  ///< discarded by stop, or delayed past the stop
+  std::uint64_t queued = 0;     ///< waiting to start
+};
+
+/// One thread with its own event loop and a lock-free inbox: other threads post() closures to
+/// it or send() messages to its handler, and it runs them one at a time, in post order per
+/// posting thread.
+///
+/// Thread safety: every member is [any thread] unless marked otherwise. The thread itself owns
+/// its event loop (get_event_loop()) and the handler's callbacks.
+///
+/// Work: a closure that fits unique_function's inline buffer is posted without allocating and
+/// without a syscall while the thread is busy; an idle thread sleeps in its loop (no CPU used)
+/// and the first post wakes it. Exceptions from closures and from on_message() go to the
+/// handler's on_error() (to stderr without a handler) and the thread keeps running.
+///
+/// Stop: explicit. stop() asks the thread to finish (drain or discard, see stop_mode) and
+/// returns at once; join() waits for it; the destructor does stop(drain) then join(). Work
+/// that will never run (discarded, or delayed past the stop) is destroyed unrun, which completes
+/// its awaitable with task_cancelled. Posting after stop() throws executor_stopped.
+class handler_thread : noncopyable {
+ public:
+  using options = handler_thread_options;
+  using clock = std::chrono::steady_clock;
+
+  /// Starts a thread without a handler: it runs posted closures; a message sent to it is
+  /// reported on stderr. Throws std::system_error when the thread cannot be started or pinned.
+  handler_thread();
+  /// As above, with a name, CPU affinity or spin time.
+  explicit handler_thread(options opts);
+  /// Starts a thread for `h`: h.on_initialize() runs on it first. `h` must outlive the thread
+  /// (stop and join it, or destroy this object, before `h` is destroyed).
+  explicit handler_thread(handler& h, options opts = {});
+
+  /// stop(stop_mode::drain) and join(). Must not run on this thread itself (it cannot join
+  /// itself): that aborts with a message.
+  ~handler_thread();
+
+  /// Runs `f()` on this thread. Throws executor_stopped after stop(), std::bad_alloc when a
+  /// closure too big for the inline buffer cannot be allocated.
+  template <typename F>
+  requires std::invocable < std::decay_t<F>
+  & > void post(F&& f) { inbox_.post(std::forward<F>(f)); }
+
+  /// Runs `f()` on this thread once `delay` has passed (measured from this call; a delay of
+  /// zero or less runs it as soon as possible). If the thread stops first, `f` is destroyed
+  /// unrun. Throws like post().
+  template <typename F, typename Rep, typename Period>
+  requires std::invocable < std::decay_t<F>
+  & > void post(F&& f, std::chrono::duration<Rep, Period> delay) {
+    inbox_.post_delayed(unique_function<void()>(std::forward<F>(f)), deadline_after(delay));
+  }
+
+  /// Runs `f()` on this thread after every earlier task of `token` has finished and before any
+  /// later one starts, even when the token's other tasks go to a thread_pool or to another
+  /// handler_thread. Throws like post().
+  template <typename F>
+  requires std::invocable < std::decay_t<F>
+  & > void post(const serial_token& token, F&& f) {
+    detail::serial_access::submit(
+        token, std::forward<F>(f),
+        [this](unique_function<void()> job) { inbox_.post(std::move(job)); }, &token_tracker_);
+  }
+
+  /// Runs `f()` on this thread and returns the future of its result; the future reports what
+  /// `f` threw, or task_cancelled when `f` never runs (discarded at stop). Throws like post().
+  template <typename F>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(F&& f) -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    inbox_.post(std::move(job));
+    return std::move(result);
+  }
+
+  /// post_awaitable() once `delay` has passed; task_cancelled when the thread stops first.
+  template <typename F, typename Rep, typename Period>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(F&& f, std::chrono::duration<Rep, Period> delay)
+      -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    inbox_.post_delayed(unique_function<void()>(std::move(job)), deadline_after(delay));
+    return std::move(result);
+  }
+
+  /// post_awaitable() in `token`'s order (see post(token, f)).
+  template <typename F>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(const serial_token& token, F&& f)
+      -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    post(token, std::move(job));
+    return std::move(result);
+  }
+
+  /// Delivers `message` to the handler's on_message() on this thread. Throws like post().
+  void send(std::any message);
+
+  /// Delivers `message` once `delay` has passed; dropped (destroyed) if the thread stops first.
+  template <typename Rep, typename Period>
+  void send_delayed(std::any message, std::chrono::duration<Rep, Period> delay) {
+    send_at(std::move(message), deadline_after(delay));
+  }
+
+  /// Same as send_delayed().
+  template <typename Rep, typename Period>
+  void send(std::any message, std::chrono::duration<Rep, Period> delay) {
+    send_at(std::move(message), deadline_after(delay));
+  }
+
+  /// Asks the thread to finish and returns without waiting (so it may be called on the thread
+  /// itself, e.g. from a posted closure). Only the first call's mode counts, except that
+  /// stop(discard) after stop(drain) still discards what has not started yet. Never throws.
+  void stop(stop_mode mode = stop_mode::drain) noexcept;
+
+  /// Waits until the thread has finished (on_finalize() returned). Returns at once when it
+  /// already has. Needs a stop() first, or it waits forever. Throws std::system_error
+  /// (resource_deadlock_would_occur) on the thread itself.
+  void join();
+
+  /// True until the thread has finished: after stop() it is still running while it drains.
+  [[nodiscard]] bool is_running() const noexcept;
+  /// True between stop() and the end of the thread.
+  [[nodiscard]] bool is_stopping() const noexcept;
+
+  /// The thread's event loop, for timers, sockets and other watchers. The loop is
+  /// loop-thread-only: use it from this thread (e.g. inside a posted closure).
+  [[nodiscard]] std::shared_ptr<event::loop> get_event_loop() const noexcept;
+
+  /// The thread's id (still valid after it finished).
+  [[nodiscard]] std::thread::id get_id() const noexcept;
+
+  /// Whether the calling thread is this handler thread.
+  [[nodiscard]] bool is_current() const noexcept { return std::this_thread::get_id() == get_id(); }
+
+  /// A snapshot of the counters; exact once the thread is idle or finished.
+  [[nodiscard]] handler_thread_stats stats() const;
+
+ private:
+  friend class detail::handler_thread_runtime;
+  friend void detail::wake_if_sleeping(handler_thread& worker) noexcept;
+
+  template <typename Rep, typename Period>
+  static clock::time_point deadline_after(std::chrono::duration<Rep, Period> delay) {
+    const auto now = clock::now();
+    if (delay <= delay.zero()) {
+      return now;
+    }
+    // Compared in floating point, which cannot overflow: a delay past the clock's range is
+    // clamped to "never due" (such work is cancelled at stop).
+    using seconds = std::chrono::duration<double>;
+    if (seconds(delay) >= seconds(clock::time_point::max() - now)) {
+      return clock::time_point::max();
+    }
+    return now + std::chrono::ceil<clock::duration>(delay);
+  }
+
+  void send_at(std::any message, clock::time_point due);
+
+  detail::inbox inbox_;
+  std::unique_ptr<detail::handler_thread_runtime> runtime_;
+  // Last: destroyed first, it waits until no serial_token still holds a task for inbox_.
+  detail::serial_tracker token_tracker_;
+};
+
+}  // namespace cyan::dispatch
