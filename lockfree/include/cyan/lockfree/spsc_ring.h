@@ -107,10 +107,11 @@ class spsc_ring : noncopyable {
     if (end == tail) {
       return 0;
     }
+    const slot_span slots = span();
     size_type next = tail;
-    const detail::publish_on_exit publish{ producer_.tail, next };  // also when a copy throws
+    const detail::publish_index_on_exit publish{ producer_.tail, next };  // also when a copy throws
     for (; next != end; ++next, ++first) {
-      ::new (storage(next)) T(*first);
+      ::new (slots.storage(next)) T(*first);
     }
     return end - tail;
   }
@@ -170,10 +171,11 @@ class spsc_ring : noncopyable {
     if (end == head) {
       return 0;
     }
+    const slot_span slots = span();
     size_type next = head;
-    const detail::publish_on_exit publish{ consumer_.head, next };  // also when a move throws
+    const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when a move throws
     while (next != end) {
-      T* item = element(next);
+      T* item = slots.element(next);
       *out = std::move(*item);
       std::destroy_at(item);
       ++next;
@@ -203,10 +205,11 @@ class spsc_ring : noncopyable {
     if (end == head) {
       return 0;
     }
+    const slot_span slots = span();
     size_type next = head;
-    const detail::publish_on_exit publish{ consumer_.head, next };  // also when f throws
+    const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when f throws
     while (next != end) {
-      const detail::destroy_on_exit<T> destroy{ element(next++) };
+      const detail::destroy_element_on_exit<T> destroy{ slots.element(next++) };
       f(std::move(*destroy.item));
     }
     return end - head;
@@ -261,10 +264,21 @@ class spsc_ring : noncopyable {
     return static_cast<slot*>(::operator new (bytes, std::align_val_t{ kSlotAlignment }));
   }
 
-  void* storage(size_type index) const noexcept { return slots_[index & mask_].bytes; }
-  T* element(size_type index) const noexcept {
-    return std::launder(static_cast<T*>(storage(index)));
-  }
+  // The slots and mask by value: a batch loop that holds them in locals need not reload them
+  // after every element it writes, as it must for members (a T store might alias them).
+  struct slot_span {
+    slot* slots;
+    size_type mask;
+
+    void* storage(size_type index) const noexcept { return slots[index & mask].bytes; }
+    T* element(size_type index) const noexcept {
+      return std::launder(static_cast<T*>(storage(index)));
+    }
+  };
+
+  slot_span span() const noexcept { return { slots_, mask_ }; }
+  void* storage(size_type index) const noexcept { return span().storage(index); }
+  T* element(size_type index) const noexcept { return span().element(index); }
 
   // [producer] Free slots seen from `tail`; re-reads head only when the cache shows < wanted.
   size_type free_slots(size_type tail, size_type wanted) noexcept {
@@ -291,7 +305,7 @@ class spsc_ring : noncopyable {
   }
 
   // [producer] Makes the elements before `tail` visible. release: pairs with the acquire load in
-  // ready(). (publish_on_exit does the same store for the batch calls.)
+  // ready(). (publish_index_on_exit does the same store for the batch calls.)
   void publish_tail(size_type tail) noexcept {
     producer_.tail.store(tail, std::memory_order_release);
   }

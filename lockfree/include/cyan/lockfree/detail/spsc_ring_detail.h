@@ -33,13 +33,13 @@ constexpr std::size_t round_up(std::size_t bytes, std::size_t alignment) noexcep
 /// Stores `value` into `index` when the scope ends, also by an exception: a batch call publishes
 /// exactly the elements it finished. release: pairs with the other side's acquire load of
 /// `index` (spsc_ring::ready() for tail, spsc_ring::free_slots() for head).
-class publish_on_exit {
+class publish_index_on_exit {
  public:
-  publish_on_exit(std::atomic<std::size_t>& index, const std::size_t& value) noexcept
+  publish_index_on_exit(std::atomic<std::size_t>& index, const std::size_t& value) noexcept
       : index_(index), value_(value) {}
-  publish_on_exit(const publish_on_exit&) = delete;
-  publish_on_exit& operator=(const publish_on_exit&) = delete;
-  ~publish_on_exit() { index_.store(value_, std::memory_order_release); }
+  publish_index_on_exit(const publish_index_on_exit&) = delete;
+  publish_index_on_exit& operator=(const publish_index_on_exit&) = delete;
+  ~publish_index_on_exit() { index_.store(value_, std::memory_order_release); }
 
  private:
   std::atomic<std::size_t>& index_;
@@ -48,11 +48,11 @@ class publish_on_exit {
 
 /// Destroys `item` when the scope ends, also when the consumer's callback throws.
 template <typename T>
-struct destroy_on_exit {
-  explicit destroy_on_exit(T* element) noexcept : item(element) {}
-  destroy_on_exit(const destroy_on_exit&) = delete;
-  destroy_on_exit& operator=(const destroy_on_exit&) = delete;
-  ~destroy_on_exit() { std::destroy_at(item); }
+struct destroy_element_on_exit {
+  explicit destroy_element_on_exit(T* element) noexcept : item(element) {}
+  destroy_element_on_exit(const destroy_element_on_exit&) = delete;
+  destroy_element_on_exit& operator=(const destroy_element_on_exit&) = delete;
+  ~destroy_element_on_exit() { std::destroy_at(item); }
 
   T* const item;
 };
