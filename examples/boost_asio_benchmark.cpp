@@ -25,7 +25,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include <cyan/dispatch.h>
+#include <cyan/dispatch/handler_thread.h>
 
 #include "bench/harness.h"
 
