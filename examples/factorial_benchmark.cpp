@@ -57,8 +57,8 @@ struct workload {
 };
 
 /// Lets threads left spinning by the previous arm go to sleep before the next arm is timed:
-/// libgomp's idle workers spin for a while after a parallel region, which would otherwise steal
-/// a core from whichever arm runs next. Outside every arm's timed region alike.
+/// libgomp's idle workers spin after a parallel region (about 5–15 ms on this machine), which
+/// would otherwise steal a core from whichever arm runs next. Outside every timed region alike.
 void settle() {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
