@@ -1,0 +1,91 @@
+#include "cyan/lockfree/queue.h"
+
+#include <gtest/gtest.h>
+
+#include "mpmc_stress.h"
+#include "support/lifecycle.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+// Stress tests of cyan::lockfree::queue: many producers and consumers at once; every item
+// delivered exactly once, each consumer seeing each producer's items in push order, and every
+// node returned. Sizes and seed: see mpmc_stress.h.
+
+namespace {
+
+using cyan::lockfree::queue;
+using cyan::test::lifecycle;
+namespace detail = cyan::lockfree::detail;
+namespace mpmc = cyan::test::mpmc;
+
+template <typename T>
+constexpr std::size_t kBlockClass = detail::node_pool<detail::queue_node<T>>::kBlockClass;
+
+std::string describe(const mpmc::stress_config& config, const mpmc::shape& s) {
+  return config.describe() + " producers=" + std::to_string(s.producers) +
+         " consumers=" + std::to_string(s.consumers) +
+         " items_per_producer=" + std::to_string(s.items_per_producer);
+}
+
+template <typename Element>
+void expect_fifo_exactly_once(const mpmc::stress_config& config, const mpmc::shape& s) {
+  SCOPED_TRACE(describe(config, s));
+  const mpmc::node_accounting nodes(kBlockClass<Element>);
+  {
+    queue<Element> q;
+    const mpmc::delivery seen = mpmc::run<Element>(q, s, config.seed);
+    EXPECT_TRUE(mpmc::each_item_exactly_once(seen, s));
+    EXPECT_TRUE(mpmc::each_producer_in_order(seen));
+    EXPECT_TRUE(q.empty());
+  }
+  EXPECT_EQ(nodes.leaked(), 0) << "node blocks still allocated after the queue and its threads";
+}
+
+TEST(QueueStress, FourProducersFourConsumers) {
+  const mpmc::stress_config config;
+  const auto items = static_cast<std::uint32_t>(config.scaled(1'000'000));
+  expect_fifo_exactly_once<mpmc::item>(config, { 4, 4, items });
+}
+
+TEST(QueueStress, EightProducersEightConsumers) {
+  const mpmc::stress_config config;
+  const auto items = static_cast<std::uint32_t>(config.scaled(250'000));
+  expect_fifo_exactly_once<mpmc::item>(config, { 8, 8, items });
+}
+
+TEST(QueueStress, NonTrivialElementsConstructedAndDestroyedOnce) {
+  const mpmc::stress_config config;
+  const auto items = static_cast<std::uint32_t>(config.scaled(100'000));
+  lifecycle::reset();
+  expect_fifo_exactly_once<lifecycle>(config, { 4, 4, items });
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+// Thread pools and tests create threads over and over: each exiting thread's hazard record is
+// reused by the next one, so the domain stops growing after the first wave.
+TEST(QueueStress, ShortLivedThreadsReuseRecords) {
+  const mpmc::stress_config config;
+  const mpmc::shape s{ 2, 2, static_cast<std::uint32_t>(config.scaled(2'000)) };
+  constexpr int kWaves = 50;
+  SCOPED_TRACE(describe(config, s) + " waves=" + std::to_string(kWaves));
+  const mpmc::node_accounting nodes(kBlockClass<mpmc::item>);
+  {
+    queue<mpmc::item> q;
+    std::size_t threshold_after_first_wave = 0;
+    for (int wave = 0; wave < kWaves; ++wave) {
+      const mpmc::delivery seen = mpmc::run<mpmc::item>(q, s, config.seed + wave);
+      ASSERT_TRUE(mpmc::each_item_exactly_once(seen, s)) << "wave " << wave;
+      ASSERT_TRUE(mpmc::each_producer_in_order(seen)) << "wave " << wave;
+      if (wave == 0) {
+        threshold_after_first_wave = detail::scan_threshold();
+      }
+      // The scan threshold grows with the hazard slots, that is with the records.
+      ASSERT_EQ(detail::scan_threshold(), threshold_after_first_wave) << "wave " << wave;
+    }
+  }
+  EXPECT_EQ(nodes.leaked(), 0) << "node blocks still allocated after the queue and its threads";
+}
+
+}  // namespace
