@@ -7,3 +7,4 @@
 #include "cyan/event/loop.h"
 #include "cyan/event/signal.h"
 #include "cyan/event/timer.h"
+#include "cyan/event/timer_wheel.h"

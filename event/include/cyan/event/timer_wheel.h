@@ -1,0 +1,118 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "cyan/common/noncopyable.h"
+#include "cyan/common/unique_function.h"
+#include "cyan/event/detail/timer_wheel_core.h"
+#include "cyan/event/loop.h"
+#include "cyan/event/timer.h"
+
+namespace cyan::event {
+
+/// Very many one-shot timeouts on one loop for the price of one loop timer: a hashed,
+/// hierarchical timing wheel (6 levels of 64 slots, then an overflow list, so any delay works)
+/// with O(1) post() and cancel() that allocate nothing once the wheel has held its peak number of
+/// entries (callbacks that fit unique_function's inline storage). For request deadlines, idle
+/// connections, retries — timeouts that are mostly cancelled before they fire.
+///
+/// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An
+/// entry posted with `delay` is due at the clock's reading inside post() plus `delay` — read
+/// afresh, not the loop's cached time, so an entry posted late in a long callback still waits its
+/// full delay. It runs on the first tick boundary at or after that (never earlier), which on an
+/// unloaded loop is within one tick of it. Entries due at the same tick run in post order; one
+/// posted with no delay from a wheel callback runs on the next tick.
+///
+/// One loop timer drives the wheel. It is active only while the wheel is started and holds
+/// entries, and is set for the next tick that has work (an entry to run, or a far slot to move
+/// closer), so an idle wheel costs nothing and a far entry costs a handful of wake-ups.
+///
+/// Thread rules: like every watcher (see event::loop), a wheel may be created on any thread and
+/// every member is loop-thread-only; debug builds assert it. Callbacks may post and cancel
+/// (any entry, including others due in the same tick), and start() or stop() the wheel, but must
+/// not destroy it.
+///
+/// Errors: an exception thrown by a callback goes to the loop's error handler; the entries left
+/// in that tick still run, in order, in the loop's next round (before any later tick).
+class timer_wheel : noncopyable {
+ public:
+  /// Names a posted entry for cancel(). Never reused within one wheel's life; id{} is never
+  /// issued.
+  enum class id : std::uint64_t {};
+  using callback = unique_function<void()>;
+  using duration = std::chrono::nanoseconds;
+
+  /// A stopped, empty wheel on `owner`. Throws std::invalid_argument when `owner` is null or
+  /// `resolution` is not positive.
+  explicit timer_wheel(std::shared_ptr<loop> owner,
+                       duration resolution = std::chrono::milliseconds(1));
+
+  /// Destroys every entry left without running it (its callback is destroyed) and stops the
+  /// loop timer. Must not be called from one of the wheel's callbacks.
+  ~timer_wheel();
+
+  /// Starts running entries as they fall due (overdue ones at once); does nothing when started.
+  void start();
+
+  /// Stops running entries; they stay, keep their due times and run once start() is called.
+  /// From a wheel callback, the entries after it in the same tick wait too.
+  void stop() noexcept;
+
+  /// Adds `f`, to run once `delay` from now (zero or negative: on the next tick). Works whether
+  /// the wheel is started or not. Throws std::invalid_argument when `f` is empty, std::bad_alloc
+  /// when the wheel cannot grow (nothing is added then).
+  id post(callback f, duration delay);
+
+  /// Removes an entry that has not run yet and destroys its callback. Returns false when `entry`
+  /// is unknown, already ran (or is running) or was already cancelled. Never throws.
+  bool cancel(id entry) noexcept;
+
+  /// Entries waiting to run.
+  [[nodiscard]] std::size_t size() const noexcept { return core_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return core_.empty(); }
+
+  /// True between start() and stop().
+  [[nodiscard]] bool is_running() const noexcept { return running_; }
+
+  /// True while the loop timer that drives the wheel is active (started and not empty).
+  [[nodiscard]] bool is_armed() const noexcept { return timer_.is_active(); }
+
+  [[nodiscard]] duration resolution() const noexcept { return resolution_; }
+
+  /// Makes room for `entries` entries in total, so posting up to that many never allocates.
+  void reserve(std::size_t entries);
+
+  [[nodiscard]] const std::shared_ptr<loop>& get_loop() const noexcept { return timer_.get_loop(); }
+
+ private:
+  using tick_type = detail::timer_wheel_core::tick_type;
+
+  // The loop timer; derived only to reach the event module's loop-thread assertion.
+  class loop_timer : public timer {
+   public:
+    using timer::assert_loop_thread;
+    using timer::timer;
+  };
+
+  [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
+  [[nodiscard]] tick_type due_tick(loop::clock::time_point now, duration delay) const noexcept;
+  void on_timer();
+  void on_callback_error(std::exception_ptr error) noexcept;
+  [[nodiscard]] loop::clock::duration time_until(tick_type tick) const noexcept;
+  void rearm();
+  void disarm() noexcept;
+
+  duration resolution_;
+  loop::clock::time_point origin_;  // tick 0
+  detail::timer_wheel_core core_;
+  loop_timer timer_;  // after core_: destroyed (stopped) first
+  tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for
+  bool running_ = false;
+  std::exception_ptr pending_error_;  // thrown by a callback, rethrown to the loop by on_timer()
+};
+
+}  // namespace cyan::event

@@ -1,0 +1,154 @@
+#include "cyan/event/timer_wheel.h"
+
+#include <algorithm>
+#include <cassert>
+#include <stdexcept>
+#include <utility>
+
+namespace cyan::event {
+namespace {
+
+using clock_type = loop::clock;
+
+timer_wheel::duration checked_resolution(timer_wheel::duration resolution) {
+  if (resolution <= timer_wheel::duration::zero()) {
+    throw std::invalid_argument("cyan::event::timer_wheel: the resolution must be positive");
+  }
+  return resolution;
+}
+
+// Longer delays are shortened to this (~146 years) so that due ticks stay far from overflow.
+constexpr timer_wheel::duration kMaxDelay{ std::int64_t{ 1 } << 62 };
+
+}  // namespace
+
+timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
+    : resolution_(checked_resolution(resolution)),
+      origin_(clock_type::now()),
+      core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
+      timer_(std::move(owner)) {
+  timer_.set_callback([this] { on_timer(); });
+}
+
+timer_wheel::~timer_wheel() {
+  assert(!core_.advancing() && "cyan::event::timer_wheel: destroyed from one of its callbacks");
+}
+
+void timer_wheel::start() {
+  timer_.assert_loop_thread();
+  if (running_) {
+    return;
+  }
+  running_ = true;
+  if (!core_.advancing()) {  // otherwise on_timer() arms the timer when the callback returns
+    rearm();
+  }
+}
+
+void timer_wheel::stop() noexcept {
+  timer_.assert_loop_thread();
+  running_ = false;
+  if (core_.advancing()) {
+    core_.interrupt();
+  }
+  disarm();
+}
+
+timer_wheel::id timer_wheel::post(callback f, duration delay) {
+  timer_.assert_loop_thread();
+  const clock_type::time_point now = clock_type::now();
+  if (core_.empty() && !core_.advancing()) {
+    core_.advance_to(tick_at(now));  // nothing to run: only places new entries from today
+  }
+  const tick_type due = std::max(due_tick(now, delay), core_.now() + 1);
+  const detail::timer_wheel_core::id_type entry = core_.insert(due, std::move(f));
+  // An expiry already delivered but not yet run (is_pending) will re-arm by itself.
+  if (running_ && !core_.advancing() && !timer_.is_pending() &&
+      (!timer_.is_active() || due < armed_for_)) {
+    rearm();
+  }
+  return id{ entry };
+}
+
+bool timer_wheel::cancel(id entry) noexcept {
+  timer_.assert_loop_thread();
+  if (!core_.cancel(static_cast<detail::timer_wheel_core::id_type>(entry))) {
+    return false;
+  }
+  if (core_.empty() && !core_.advancing()) {
+    disarm();
+  }
+  return true;
+}
+
+void timer_wheel::reserve(std::size_t entries) {
+  timer_.assert_loop_thread();
+  core_.reserve(entries);
+}
+
+timer_wheel::tick_type timer_wheel::tick_at(clock_type::time_point t) const noexcept {
+  const duration elapsed = std::chrono::duration_cast<duration>(t - origin_);
+  return elapsed > duration::zero() ? static_cast<tick_type>(elapsed / resolution_) : 0;
+}
+
+timer_wheel::tick_type timer_wheel::due_tick(clock_type::time_point now,
+                                             duration delay) const noexcept {
+  // Rounded up: the tick boundary at or after the due time, so nothing runs early.
+  const auto elapsed = static_cast<tick_type>(
+      std::max(std::chrono::duration_cast<duration>(now - origin_), duration::zero()).count());
+  const auto wait = static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
+  const auto total = elapsed + wait;
+  const auto step = static_cast<tick_type>(resolution_.count());
+  return total / step + (total % step != 0 ? 1 : 0);
+}
+
+void timer_wheel::on_timer() {
+  // The loop timer counts from the loop's cached time, so it may fire a little before the next
+  // tick's boundary by the fresh clock; then nothing is due and rearm() waits for the rest.
+  core_.advance_to(tick_at(clock_type::now()));
+  rearm();
+  if (pending_error_) {
+    std::rethrow_exception(std::exchange(pending_error_, nullptr));  // to the loop's handler
+  }
+}
+
+void timer_wheel::on_callback_error(std::exception_ptr error) noexcept {
+  // The loop's error handler is reached by rethrowing from on_timer(); the rest of the tick
+  // runs in the next round (rearm() sees it as due now).
+  pending_error_ = std::move(error);
+  core_.interrupt();
+}
+
+void timer_wheel::rearm() {
+  if (!running_ || core_.empty()) {
+    disarm();
+    return;
+  }
+  const tick_type next = core_.next_event();
+  if (timer_.is_active() && next == armed_for_) {
+    return;
+  }
+  timer_.set_timeout(time_until(next));
+  timer_.reset();
+  armed_for_ = next;
+}
+
+clock_type::duration timer_wheel::time_until(tick_type tick) const noexcept {
+  // A tick more than a day ahead (only the overflow list's, or a coarse resolution's) is
+  // looked at again in a day rather than risking overflow in the multiplication.
+  constexpr std::chrono::hours kLongestWait{ 24 };
+  const clock_type::time_point now = clock_type::now();
+  const tick_type current = tick_at(now);
+  if (tick > current && tick - current > static_cast<tick_type>(kLongestWait / resolution_)) {
+    return kLongestWait;
+  }
+  const clock_type::time_point at = origin_ + resolution_ * static_cast<std::int64_t>(tick);
+  return std::max(at - now, clock_type::duration::zero());
+}
+
+void timer_wheel::disarm() noexcept {
+  timer_.stop();
+  armed_for_ = detail::timer_wheel_core::kNever;
+}
+
+}  // namespace cyan::event

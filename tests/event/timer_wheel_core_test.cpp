@@ -1,0 +1,276 @@
+// Tests for cyan/event/detail/timer_wheel_core.h with a virtual clock: exact ticks, orders,
+// cascades across levels and the overflow list, cancel results, re-entrancy and teardown.
+#include "cyan/event/detail/timer_wheel_core.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/lifecycle.h"
+
+namespace {
+
+using core = cyan::event::detail::timer_wheel_core;
+using tick = core::tick_type;
+using cyan::test::lifecycle;
+
+class TimerWheelCore : public testing::Test {
+ protected:
+  void SetUp() override { lifecycle::reset(); }
+  void TearDown() override { EXPECT_EQ(lifecycle::live(), 0) << "a callback was not destroyed"; }
+
+  // Records (tag, tick it ran at) for each entry that runs.
+  core::id_type record_at(tick due, int tag) {
+    return wheel_.insert(due, [this, tag] { ran_.push_back({ tag, wheel_.now() }); });
+  }
+
+  struct run {
+    int tag;
+    tick at;
+    bool operator==(const run&) const = default;
+  };
+  std::vector<std::exception_ptr> errors_;
+  core wheel_{ [this](std::exception_ptr e) { errors_.push_back(e); } };
+  std::vector<run> ran_;
+};
+
+TEST_F(TimerWheelCore, RunsEntriesAtTheirDueTickInDueThenPostOrder) {
+  record_at(5, 0);
+  record_at(3, 1);
+  record_at(5, 2);
+  record_at(1, 3);
+  record_at(3, 4);
+  wheel_.advance_to(4);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 3, 1 }, { 1, 3 }, { 4, 3 } }));
+  EXPECT_EQ(wheel_.now(), 4u);
+  EXPECT_EQ(wheel_.size(), 2u);
+  wheel_.advance_to(100);
+  EXPECT_EQ(ran_.size(), 5u);
+  EXPECT_EQ(ran_[3], (run{ 0, 5 }));
+  EXPECT_EQ(ran_[4], (run{ 2, 5 }));
+  EXPECT_TRUE(wheel_.empty());
+  EXPECT_EQ(wheel_.next_event(), core::kNever);
+}
+
+TEST_F(TimerWheelCore, ADueTickNotAfterNowRunsOnTheNextTick) {
+  wheel_.advance_to(10);
+  record_at(10, 0);
+  record_at(0, 1);
+  wheel_.advance_to(10);
+  EXPECT_TRUE(ran_.empty()) << "an entry ran during the tick it was posted in";
+  wheel_.advance_to(11);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 0, 11 }, { 1, 11 } }));
+}
+
+TEST_F(TimerWheelCore, ZeroDelayRepostFromACallbackRunsOncePerTick) {
+  // Each run re-posts itself for "now": it must run once per tick, not loop within one.
+  std::vector<tick> runs;
+  std::function<void()> again = [&] {
+    runs.push_back(wheel_.now());
+    if (runs.size() < 1000) {
+      wheel_.insert(wheel_.now(), [&] { again(); });
+    }
+  };
+  wheel_.insert(1, [&] { again(); });
+  wheel_.advance_to(50);
+  ASSERT_EQ(runs.size(), 50u);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i], i + 1);
+  }
+  wheel_.advance_to(2000);
+  EXPECT_EQ(runs.size(), 1000u);
+}
+
+TEST_F(TimerWheelCore, CancelReportsWhetherItRemovedAnEntry) {
+  const core::id_type pending = record_at(7, 0);
+  const core::id_type fired = record_at(2, 1);
+  EXPECT_FALSE(wheel_.cancel(0)) << "id 0 is never issued";
+  EXPECT_FALSE(wheel_.cancel(~std::uint64_t{ 0 }));
+  EXPECT_FALSE(wheel_.cancel(pending + (std::uint64_t{ 1 } << 32))) << "another generation";
+  wheel_.advance_to(3);
+  EXPECT_FALSE(wheel_.cancel(fired)) << "already ran";
+  EXPECT_TRUE(wheel_.cancel(pending));
+  EXPECT_FALSE(wheel_.cancel(pending)) << "cancelled twice";
+  wheel_.advance_to(100);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 1, 2 } }));
+  EXPECT_TRUE(wheel_.empty());
+}
+
+TEST_F(TimerWheelCore, ACallbackMayCancelItselfAndOthersDueInTheSameTick) {
+  core::id_type self = 0;
+  core::id_type later_same_tick = 0;
+  core::id_type next_tick = 0;
+  std::vector<bool> results;
+  self = wheel_.insert(4, [&] {
+    results.push_back(wheel_.cancel(self));             // running: false
+    results.push_back(wheel_.cancel(later_same_tick));  // not run yet: true
+    results.push_back(wheel_.cancel(next_tick));        // true
+    results.push_back(wheel_.cancel(later_same_tick));  // twice: false
+  });
+  later_same_tick = record_at(4, 1);
+  next_tick = record_at(5, 2);
+  record_at(4, 3);
+  wheel_.advance_to(10);
+  EXPECT_EQ(results, (std::vector<bool>{ false, true, true, false }));
+  EXPECT_EQ(ran_, (std::vector<run>{ { 3, 4 } }));
+}
+
+TEST_F(TimerWheelCore, LongDelaysCascadeThroughEveryLevelAndTheOverflowList) {
+  // Default geometry: 6 levels of 64 slots span 2^36 ticks; the last ones overflow.
+  const std::vector<tick> due = { 1,
+                                  63,
+                                  64,
+                                  65,
+                                  4095,
+                                  4096,
+                                  4097,
+                                  (1u << 18) + 3,
+                                  1u << 24,
+                                  (tick{ 1 } << 30) + 12345,
+                                  (tick{ 1 } << 36) - 1,
+                                  tick{ 1 } << 36,
+                                  (tick{ 1 } << 36) + 5,
+                                  (tick{ 1 } << 40) + 99 };
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    record_at(due[i], static_cast<int>(i));
+  }
+  // Jump in uneven steps, as a loop that slept would.
+  for (tick target :
+       { tick{ 70 }, tick{ 5000 }, tick{ 1 } << 29, tick{ 1 } << 37, tick{ 1 } << 41 }) {
+    wheel_.advance_to(target);
+  }
+  ASSERT_EQ(ran_.size(), due.size());
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    EXPECT_EQ(ran_[i], (run{ static_cast<int>(i), due[i] }));
+  }
+}
+
+TEST_F(TimerWheelCore, AFarEntryCostsOnlyAFewWakeUps) {
+  // Stepping from event to event, as the loop timer does: one step per level it cascades
+  // through (and per overflow boundary), not one per tick.
+  const auto steps_until_run = [&](tick due) {
+    record_at(due, 0);
+    int steps = 0;
+    while (!wheel_.empty()) {
+      wheel_.advance_to(wheel_.next_event());
+      ++steps;
+    }
+    return steps;
+  };
+  EXPECT_LE(steps_until_run(wheel_.now() + (tick{ 1 } << 30) + 12345), 6);
+  EXPECT_LE(steps_until_run(wheel_.now() + (tick{ 1 } << 40)), 6 + 17);
+  EXPECT_EQ(ran_.size(), 2u);
+}
+
+TEST_F(TimerWheelCore, IdsAreNeverReused) {
+  std::set<core::id_type> seen;
+  for (int i = 0; i < 2000; ++i) {
+    const core::id_type a = record_at(wheel_.now() + 1 + i % 3, i);
+    EXPECT_NE(a, 0u);
+    EXPECT_TRUE(seen.insert(a).second) << "id reused at " << i;
+    if (i % 2 == 0) {
+      EXPECT_TRUE(wheel_.cancel(a));
+    } else {
+      wheel_.advance_to(wheel_.now() + 4);
+    }
+  }
+  EXPECT_EQ(ran_.size(), 1000u);
+}
+
+TEST_F(TimerWheelCore, CallbackExceptionsGoToTheHandlerAndTheTickGoesOn) {
+  wheel_.insert(3, [] { throw std::runtime_error("first"); });
+  record_at(3, 1);
+  wheel_.insert(3, [] { throw std::logic_error("second"); });
+  record_at(3, 2);
+  wheel_.advance_to(3);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 1, 3 }, { 2, 3 } }));
+  ASSERT_EQ(errors_.size(), 2u);
+  EXPECT_THROW(std::rethrow_exception(errors_[0]), std::runtime_error);
+  EXPECT_THROW(std::rethrow_exception(errors_[1]), std::logic_error);
+}
+
+TEST_F(TimerWheelCore, InterruptLeavesTheRestOfTheTickForTheNextAdvance) {
+  wheel_.insert(6, [&] {
+    ran_.push_back({ 0, wheel_.now() });
+    wheel_.interrupt();
+  });
+  record_at(6, 1);
+  record_at(6, 2);
+  record_at(7, 3);
+  wheel_.advance_to(20);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 0, 6 } }));
+  EXPECT_EQ(wheel_.now(), 6u);
+  EXPECT_EQ(wheel_.next_event(), 6u) << "the rest of tick 6 is due now";
+  EXPECT_EQ(wheel_.size(), 3u);
+  wheel_.advance_to(20);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 0, 6 }, { 1, 6 }, { 2, 6 }, { 3, 7 } }));
+}
+
+TEST_F(TimerWheelCore, EmptyWheelJumpsStraightToTheTarget) {
+  wheel_.advance_to(tick{ 1 } << 45);
+  EXPECT_EQ(wheel_.now(), tick{ 1 } << 45);
+  EXPECT_EQ(wheel_.next_event(), core::kNever);
+  wheel_.advance_to(5);
+  EXPECT_EQ(wheel_.now(), tick{ 1 } << 45) << "time never goes backwards";
+}
+
+TEST_F(TimerWheelCore, DestructionDestroysCallbacksWithoutRunningThem) {
+  int runs = 0;
+  {
+    core wheel{ [](std::exception_ptr) {} };
+    std::vector<core::id_type> ids;
+    for (int i = 0; i < 500; ++i) {
+      // Half small (stored inline), half too big for inline storage (on the heap).
+      if (i % 2 == 0) {
+        auto l = std::make_shared<lifecycle>(i);
+        ids.push_back(wheel.insert(10 + i * 977, [&runs, l] { ++runs; }));
+      } else {
+        std::array<char, 64> big{};
+        ids.push_back(
+            wheel.insert(10 + i * 977, [&runs, big, l = lifecycle(i)] { runs += big[0] + 1; }));
+      }
+    }
+    // A callback whose destructor cancels another entry: the dying core must stay usable.
+    struct canceller {
+      core* wheel;
+      core::id_type victim;
+      ~canceller() {
+        if (wheel != nullptr) {
+          wheel->cancel(victim);
+        }
+      }
+      canceller(core* w, core::id_type v) : wheel(w), victim(v) {}
+      canceller(canceller&& other) noexcept
+          : wheel(std::exchange(other.wheel, nullptr)), victim(other.victim) {}
+    };
+    wheel.insert(3, [c = canceller(&wheel, ids[499])] {});
+    wheel.advance_to(2);
+    EXPECT_EQ(lifecycle::live(), 500);
+  }
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+TEST_F(TimerWheelCore, RejectsUnsupportedGeometryAndEmptyCallbacks) {
+  const auto make = [](unsigned levels, unsigned slot_bits) {
+    core wheel([](std::exception_ptr) {}, levels, slot_bits);
+  };
+  EXPECT_THROW(make(0, 6), std::invalid_argument);
+  EXPECT_THROW(make(9, 6), std::invalid_argument);
+  EXPECT_THROW(make(4, 7), std::invalid_argument);
+  EXPECT_NO_THROW(make(8, 6));
+  EXPECT_NO_THROW(make(1, 1));
+  EXPECT_THROW(core(nullptr), std::invalid_argument);
+  EXPECT_THROW(wheel_.insert(1, nullptr), std::invalid_argument);
+  EXPECT_TRUE(wheel_.empty());
+}
+
+}  // namespace
