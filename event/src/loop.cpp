@@ -156,10 +156,14 @@ loop::~loop() {
   ev_loop_destroy(raw_);
 }
 
+bool loop::may_be_used_here() const noexcept {
+  return !has_run_.load() || is_loop_thread();
+}
+
 void loop::begin_run() {
-  if (!has_run_) {
-    has_run_ = true;
+  if (!has_run_.load()) {
     owner_.store(std::this_thread::get_id());
+    has_run_.store(true);
   }
   assert(is_loop_thread() && "cyan::event: loop-thread-only call made from another thread");
   if (running_) {
@@ -211,7 +215,7 @@ bool loop::is_loop_thread() const noexcept {
 }
 
 void loop::set_error_handler(error_handler handler) noexcept {
-  assert(is_loop_thread() && "cyan::event: loop-thread-only call made from another thread");
+  assert(may_be_used_here() && "cyan::event: loop-thread-only call made from another thread");
   error_handler_ = std::move(handler);
 }
 

@@ -223,7 +223,8 @@ void watcher_base::dispatch(int revents) noexcept {
 }
 
 void watcher_base::assert_loop_thread() const noexcept {
-  assert(loop_->is_loop_thread() && "cyan::event: loop-thread-only call made from another thread");
+  assert(loop_->may_be_used_here() &&
+         "cyan::event: loop-thread-only call made from another thread");
 }
 
 }  // namespace cyan::event::detail

@@ -41,12 +41,13 @@ struct loop_callbacks;
 /// An event loop (libev underneath): runs the callbacks of the timers, async, idle, signal and
 /// io watchers attached to it, on one thread.
 ///
-/// Thread rules: a loop belongs to one thread, its *loop thread*: the thread that created it,
-/// re-bound to the thread that first runs it (start, run_once or run_nowait) so a loop can be
-/// built on one thread and handed to another. The main loop belongs to the process's main
-/// thread (the one that ran main()). Every member is loop-thread-only unless marked
-/// [any thread]; debug builds assert it. Run functions must not be called from inside one of
-/// the loop's own callbacks (std::logic_error).
+/// Thread rules: a loop belongs to one thread, its *loop thread*: the thread that first runs it
+/// (start, run_once or run_nowait); until then, the thread that created it (for the main loop,
+/// the process's main thread, the one that ran main()). Every member of a loop or watcher is
+/// loop-thread-only unless marked [any thread]; debug builds assert it once the loop has run.
+/// Before its first run a loop may be prepared (watchers created and started) by any one thread
+/// at a time, so it can be built on one thread and handed to the thread that will run it. Run
+/// functions must not be called from inside one of the loop's own callbacks (std::logic_error).
 ///
 /// Errors: an exception thrown by a watcher's callback never reaches libev; it goes to the
 /// error handler (default: print to stderr) and the loop keeps running.
@@ -116,6 +117,8 @@ class loop : noncopyable {
   explicit loop(main_loop_tag);
 
   void attach(struct ev_loop* raw);
+  /// What debug builds assert for loop-thread-only calls.
+  [[nodiscard]] bool may_be_used_here() const noexcept;
   void begin_run();
   void end_run() noexcept { running_ = false; }
   void invoke_pending() noexcept;
@@ -128,10 +131,11 @@ class loop : noncopyable {
 
   struct ev_loop* raw_ = nullptr;
   const bool is_main_;
-  bool has_run_ = false;  // loop thread only
   bool running_ = false;  // loop thread only: inside ev_run
   /// The loop thread; written by the first run (re-binding), read by is_loop_thread().
   std::atomic<std::thread::id> owner_;
+  /// Set by the first run; until then any thread may prepare the loop.
+  std::atomic<bool> has_run_{ false };
   /// Set by stop() on any thread, cleared by the loop thread when it acts on it.
   std::atomic<bool> stop_requested_{ false };
   detail::raw_watcher stop_watcher_;  // an ev_async

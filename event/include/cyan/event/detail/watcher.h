@@ -32,8 +32,8 @@ enum class watcher_kind : unsigned char { io, timer, signal, async, idle };
 /// state, moving (the libev struct's data pointer follows the object) and exception routing.
 ///
 /// Thread rules: a watcher is constructed on any thread; everything that touches its loop
-/// (start, stop, reset, destruction while active) is loop-thread-only and asserted in debug
-/// builds.
+/// (start, stop, reset, destruction while active) is loop-thread-only (see event::loop) and
+/// asserted in debug builds.
 ///
 /// Moving: libev keeps pointers to active and pending watchers, so moving an active watcher
 /// starts the destination before it stops the source (a timer keeps its deadline, a signal

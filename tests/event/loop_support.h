@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "cyan/event/loop.h"
+#include "cyan/event/timer.h"
+
+namespace cyan::test {
+
+/// Generous bound for "the loop got there": a test that hits it has hung, not run slow.
+inline constexpr std::chrono::seconds kWatchdogLimit{ 20 };
+
+/// Runs `loop` until a callback calls stop(). A watchdog timer stops it after `limit` instead;
+/// returns false when the watchdog had to, so a broken test fails instead of hanging.
+inline bool run_until_stopped(const std::shared_ptr<event::loop>& loop,
+                              std::chrono::milliseconds limit = kWatchdogLimit) {
+  bool expired = false;
+  event::timer watchdog{ loop };
+  watchdog.set_timeout(limit);
+  watchdog.set_callback([&] {
+    expired = true;
+    loop->stop();
+  });
+  watchdog.start();
+  loop->start();
+  return !expired;
+}
+
+/// Calls loop->run_once() until `done()` holds; false when the watchdog expired first.
+template <typename Done>
+bool run_once_until(const std::shared_ptr<event::loop>& loop, Done done,
+                    std::chrono::milliseconds limit = kWatchdogLimit) {
+  bool expired = false;
+  event::timer watchdog{ loop };
+  watchdog.set_timeout(limit);
+  watchdog.set_callback([&] { expired = true; });
+  watchdog.start();
+  while (!done() && !expired) {
+    loop->run_once();
+  }
+  return !expired;
+}
+
+/// An integer from the environment (stress sizes), or `fallback`.
+inline std::uint64_t env_or(const char* name, std::uint64_t fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
+}
+
+/// Seconds between two steady_clock points, as double (for readable failure messages).
+inline double seconds_between(std::chrono::steady_clock::time_point from,
+                              std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace cyan::test

@@ -1,0 +1,307 @@
+// Tests for cyan/event/timer.h. Timing checks are lower bounds ("not before the timeout"), which
+// load cannot break; no test asserts how late a timer may be beyond a generous watchdog.
+#include "cyan/event/timer.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "event/loop_support.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using cyan::event::loop;
+using cyan::event::timer;
+using cyan::test::run_until_stopped;
+using clock_type = loop::clock;
+
+class TimerTest : public testing::Test {
+ protected:
+  // Every test ends with all of its watchers gone: the loop's last reference is the fixture's.
+  void TearDown() override {
+    std::weak_ptr<loop> alive = loop_;
+    loop_.reset();
+    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
+  }
+
+  // Stops the loop `after` from now; the timer must live until the run ends.
+  timer stopper(clock_type::duration after) {
+    timer t{ loop_ };
+    t.set_timeout(after);
+    t.set_callback([l = loop_.get()] { l->stop(); });
+    t.start();
+    return t;
+  }
+
+  std::shared_ptr<loop> loop_ = std::make_shared<loop>();
+};
+
+TEST_F(TimerTest, OneShotFiresOnceNotBeforeItsTimeout) {
+  int fired = 0;
+  clock_type::time_point fired_at;
+  timer t{ loop_ };
+  t.set_timeout(20ms);
+  t.set_callback([&] {
+    ++fired;
+    fired_at = clock_type::now();
+  });
+  const clock_type::time_point started = clock_type::now();
+  t.start();
+  timer stop = stopper(60ms);
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+  EXPECT_GE(fired_at - started, 20ms);
+  EXPECT_FALSE(t.is_active());
+  EXPECT_FALSE(t.is_pending());
+}
+
+TEST_F(TimerTest, SubMillisecondTimeoutsAreKept) {
+  timer t{ loop_ };
+  t.set_timeout(300us);
+  EXPECT_DOUBLE_EQ(t.timeout().count(), 0.0003);
+  clock_type::time_point fired_at;
+  t.set_callback([&] {
+    fired_at = clock_type::now();
+    loop_->stop();
+  });
+  const clock_type::time_point started = clock_type::now();
+  t.start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_GE(fired_at - started, 300us) << "a sub-millisecond timeout was rounded down";
+}
+
+TEST_F(TimerTest, RepeatsUntilStoppedInsideItsOwnCallback) {
+  int ticks = 0;
+  timer t{ loop_ };
+  t.set_timeout(1ms);
+  t.set_repeat(2ms);
+  EXPECT_DOUBLE_EQ(t.repeat().count(), 0.002);
+  t.set_callback([&] {
+    if (++ticks == 5) {
+      t.stop();
+    }
+  });
+  t.start();
+  timer stop = stopper(40ms);  // well after the fifth tick: no sixth may come
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(ticks, 5);
+  EXPECT_FALSE(t.is_active());
+}
+
+TEST_F(TimerTest, ZeroTimeoutFiresInTheNextRound) {
+  bool fired = false;
+  timer t{ loop_ };
+  t.set_callback([&] {
+    fired = true;
+    loop_->stop();
+  });
+  t.start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_TRUE(fired);
+}
+
+TEST_F(TimerTest, StartingTwiceFiresOnce) {
+  int fired = 0;
+  timer t{ loop_ };
+  t.set_timeout(5ms);
+  t.set_callback([&] { ++fired; });
+  t.start();
+  t.start();
+  EXPECT_TRUE(t.is_active());
+  timer stop = stopper(30ms);
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+}
+
+TEST_F(TimerTest, StoppedTimerNeverFiresAndCanBeRestarted) {
+  int fired = 0;
+  timer t{ loop_ };
+  t.set_timeout(5ms);
+  t.set_callback([&] { ++fired; });
+  t.start();
+  t.stop();
+  EXPECT_FALSE(t.is_active());
+  {
+    timer stop = stopper(20ms);
+    ASSERT_TRUE(run_until_stopped(loop_));
+  }
+  EXPECT_EQ(fired, 0);
+
+  t.set_callback([&] {
+    ++fired;
+    loop_->stop();
+  });
+  t.start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+}
+
+TEST_F(TimerTest, ResetPushesTheDeadline) {
+  // An inactivity timeout of 50 ms, reset three times 20 ms apart, may only fire 50 ms after
+  // the last reset.
+  timer inactivity{ loop_ };
+  inactivity.set_timeout(50ms);
+  clock_type::time_point fired_at;
+  inactivity.set_callback([&] {
+    fired_at = clock_type::now();
+    loop_->stop();
+  });
+  inactivity.start();
+
+  int resets = 0;
+  clock_type::time_point last_reset;
+  timer activity{ loop_ };
+  activity.set_timeout(20ms);
+  activity.set_repeat(20ms);
+  activity.set_callback([&] {
+    inactivity.reset();
+    last_reset = clock_type::now();
+    if (++resets == 3) {
+      activity.stop();
+    }
+  });
+  activity.start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(resets, 3) << "the timer fired before the last reset";
+  // A reset inside a callback counts from the round's start, a little before last_reset.
+  EXPECT_GE(fired_at - last_reset, 40ms);
+  EXPECT_FALSE(inactivity.is_active());
+}
+
+TEST_F(TimerTest, ResetStartsAnInactiveTimerAndDropsAnUndeliveredExpiry) {
+  int fired = 0;
+  timer t{ loop_ };
+  t.set_timeout(2ms);
+  t.set_callback([&] {
+    ++fired;
+    loop_->stop();
+  });
+  t.reset();
+  EXPECT_TRUE(t.is_active());
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+}
+
+TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
+  // Timers started by one callback share the loop's time, so equal timeouts give equal
+  // deadlines; libev's heap alone would run them out of order.
+  constexpr int kTimers = 16;
+  std::vector<int> order;
+  std::vector<timer> timers;
+  for (int i = 0; i < kTimers; ++i) {
+    timers.emplace_back(loop_);
+    timers.back().set_callback([&order, i] { order.push_back(i); });
+  }
+  timer starter{ loop_ };
+  starter.set_callback([&] {
+    for (int i = 0; i < kTimers; ++i) {
+      timers[i].set_timeout(i % 2 == 0 ? 10ms : 5ms);
+      timers[i].start();
+    }
+  });
+  starter.start();
+  timer stop = stopper(40ms);
+  ASSERT_TRUE(run_until_stopped(loop_));
+  std::vector<int> expected;
+  for (int i = 1; i < kTimers; i += 2) {
+    expected.push_back(i);  // 5 ms first, in start order
+  }
+  for (int i = 0; i < kTimers; i += 2) {
+    expected.push_back(i);
+  }
+  EXPECT_EQ(order, expected);
+}
+
+TEST_F(TimerTest, AStoppedTimerDoesNotFireFromTheSameRound) {
+  // Both expire in one round; whichever runs first stops the other, which must not run.
+  int first = 0;
+  int second = 0;
+  timer a{ loop_ };
+  timer b{ loop_ };
+  a.set_callback([&] {
+    ++first;
+    b.stop();
+  });
+  b.set_callback([&] { ++second; });
+  timer starter{ loop_ };
+  starter.set_callback([&] {
+    a.set_timeout(5ms);
+    b.set_timeout(5ms);
+    a.start();
+    b.start();
+  });
+  starter.start();
+  timer stop = stopper(30ms);
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 0);
+}
+
+TEST_F(TimerTest, MovingAnActiveTimerKeepsItsDeadlineAndCallback) {
+  int fired = 0;
+  clock_type::time_point fired_at;
+  timer original{ loop_ };
+  original.set_timeout(20ms);
+  original.set_callback([&] {
+    ++fired;
+    fired_at = clock_type::now();
+  });
+  const clock_type::time_point started = clock_type::now();
+  original.start();
+  timer moved{ std::move(original) };
+  EXPECT_FALSE(original.is_active());  // NOLINT(bugprone-use-after-move): documented state
+  EXPECT_TRUE(moved.is_active());
+  EXPECT_GT(moved.remaining(), 10ms);
+
+  std::optional<timer> assigned;
+  assigned.emplace(loop_);
+  *assigned = std::move(moved);
+  EXPECT_TRUE(assigned->is_active());
+  EXPECT_FALSE(moved.is_active());  // NOLINT(bugprone-use-after-move)
+
+  timer stop = stopper(60ms);
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+  EXPECT_GE(fired_at - started, 20ms);
+}
+
+TEST_F(TimerTest, ATimerMayDestroyItselfInItsCallback) {
+  int fired = 0;
+  auto owned = std::make_unique<timer>(loop_);
+  owned->set_timeout(1ms);
+  owned->set_repeat(1ms);
+  owned->set_callback([&] {
+    ++fired;
+    loop_->stop();
+    owned.reset();  // destroys this closure too: nothing after may touch its captures
+  });
+  owned->start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(owned, nullptr);
+}
+
+TEST_F(TimerTest, RemainingCountsDown) {
+  timer t{ loop_ };
+  EXPECT_EQ(t.remaining(), timer::duration(0));
+  t.set_timeout(10s);
+  t.start();
+  EXPECT_GT(t.remaining(), 9s);
+  EXPECT_LE(t.remaining(), 10s);
+  t.stop();
+  EXPECT_EQ(t.remaining(), timer::duration(0));
+}
+
+TEST_F(TimerTest, RejectsNegativeDurationsAndNullLoops) {
+  timer t{ loop_ };
+  EXPECT_THROW(t.set_timeout(-1ms), std::invalid_argument);
+  EXPECT_THROW(t.set_repeat(-1ms), std::invalid_argument);
+  EXPECT_THROW(timer{ nullptr }, std::invalid_argument);
+}
+
+}  // namespace
