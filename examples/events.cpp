@@ -1,0 +1,81 @@
+// events: cyan::event's watchers working together on the main loop.
+//
+//   timer   fires every 500 ms (a one-shot timer re-armed with reset())
+//   async   a worker thread reports finished jobs to the main thread
+//   idle    runs once the loop has nothing else to do, then stops itself
+//   signal  Ctrl-C (SIGINT) stops the loop
+//
+// The program also stops on its own after two seconds, so CI can run it; it exits non-zero if
+// a watcher never ran.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cyan/event.h"
+
+int main() {
+  using namespace std::chrono_literals;
+  const auto main_loop = cyan::event::get_main_loop();
+
+  int ticks = 0;
+  cyan::event::timer timer{ cyan::this_thread::get_event_loop() };
+  timer.set_timeout(500ms);
+  timer.set_callback([&] {
+    std::printf("timer: 500 ms passed (%d)\n", ++ticks);
+    timer.reset();  // restart the countdown
+  });
+  timer.start();
+
+  constexpr int kJobs = 3;
+  std::atomic<int> jobs_done{ 0 };
+  int jobs_seen = 0;
+  cyan::event::async async{ main_loop };
+  async.set_callback([&] {
+    jobs_seen = jobs_done.load();  // everything the worker did before send() is visible here
+    std::printf("async: the worker has finished %d of %d jobs\n", jobs_seen, kJobs);
+  });
+  async.start();
+  std::thread worker([&] {
+    for (int job = 0; job < kJobs; ++job) {
+      std::this_thread::sleep_for(300ms);  // the "work"
+      jobs_done.fetch_add(1);
+      async.send();
+    }
+  });
+
+  bool idled = false;
+  cyan::event::idle idle{ main_loop };
+  idle.set_callback([&] {
+    std::puts("idle: nothing else to do; stopping myself");
+    idled = true;
+    idle.stop();
+  });
+  idle.start();
+
+  cyan::event::signal interrupt{ cyan::this_thread::get_event_loop() };
+  interrupt.set_number(SIGINT);
+  interrupt.set_callback([] {
+    std::puts("signal: SIGINT, stopping");
+    cyan::event::get_main_loop()->stop();
+  });
+  interrupt.start();
+
+  cyan::event::timer shutdown{ main_loop };
+  shutdown.set_timeout(2s);
+  shutdown.set_callback([&] {
+    std::puts("shutdown: two seconds are up, stopping");
+    main_loop->stop();
+  });
+  shutdown.start();
+
+  std::puts("running the main loop (Ctrl-C to stop early)");
+  main_loop->start();
+  worker.join();  // the async must outlive every send()
+
+  std::printf("done: %d timer ticks, %d jobs seen, idle %s\n", ticks, jobs_seen,
+              idled ? "ran" : "never ran");
+  const bool interrupted = shutdown.is_active();
+  return interrupted || (ticks > 0 && jobs_seen > 0 && idled) ? 0 : 1;
+}
