@@ -10,6 +10,11 @@ void serial_tracker::wait_released() {
   released_.wait(lock, [this] { return parked_ == 0; });
 }
 
+bool serial_tracker::released() {
+  std::lock_guard lock(mutex_);
+  return parked_ == 0;
+}
+
 void serial_tracker::add() {
   std::lock_guard lock(mutex_);
   ++parked_;

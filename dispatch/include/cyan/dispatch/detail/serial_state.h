@@ -32,6 +32,9 @@ class serial_tracker : noncopyable {
   /// Blocks until no token holds a task for the executor.
   void wait_released();
 
+  /// Whether no token holds a task for the executor now.
+  [[nodiscard]] bool released();
+
  private:
   friend class serial_state;
   void add();

@@ -1,0 +1,155 @@
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cyan/common/noncopyable.h"
+#include "cyan/common/unique_function.h"
+#include "cyan/dispatch/errors.h"
+#include "cyan/dispatch/future.h"
+#include "cyan/dispatch/serial_token.h"
+#include "cyan/dispatch/stop_mode.h"
+
+namespace cyan::dispatch {
+
+namespace detail {
+class pool_core;
+}  // namespace detail
+
+/// How a thread_pool is set up.
+struct thread_pool_options {
+  /// Worker threads are named "<name>-<index>" (Linux keeps 15 bytes of a thread name).
+  std::string name = "cyan-pool";
+  /// Receives what a fire-and-forget task (post(f), post(token, f), post(f, delay)) threw.
+  /// Called on the worker that ran the task, possibly on several workers at once; must not
+  /// throw. Empty: print the exception on stderr. Awaitable tasks report to their future.
+  std::function<void(std::exception_ptr)> on_error;
+};
+
+/// A fixed set of worker threads (handler_threads) sharing one lock-free task queue: a task
+/// runs on whichever worker is free, so uneven work stays balanced (like OpenMP's dynamic
+/// schedule) without per-worker queues to steal from.
+///
+/// Thread safety: every member is [any thread], except join() and the destructor, which must
+/// not run on one of the pool's own workers.
+///
+/// Work: posting is one CAS on the queue's tail and costs no allocation for a closure that fits
+/// unique_function's inline buffer. Idle workers spin briefly, then sleep (no CPU used); a post
+/// wakes one sleeping worker, and costs no syscall while the workers are busy. Tasks start in
+/// roughly post order; use a serial_token when order matters.
+///
+/// Stop: explicit. stop() refuses new posts (they throw executor_stopped) and returns at once;
+/// drain runs every task already posted (token tasks included), discard cancels those not
+/// started (awaitables report task_cancelled). Delayed tasks not yet due at the end are
+/// cancelled. join() waits for the workers; the destructor does stop(drain) then join().
+class thread_pool : noncopyable {
+ public:
+  using options = thread_pool_options;
+  using clock = std::chrono::steady_clock;
+
+  /// Starts `threads` workers (at least 1; hardware_concurrency() by default). Throws
+  /// std::invalid_argument for 0 threads, std::system_error when a thread cannot start.
+  explicit thread_pool(std::size_t threads = default_size(), options opts = {});
+
+  /// stop(stop_mode::drain), then join(). Aborts with a message on one of the pool's workers.
+  ~thread_pool();
+
+  /// Runs `f()` on some worker. What it throws goes to the error callback. Throws
+  /// executor_stopped after stop(), std::bad_alloc.
+  template <typename F>
+  requires std::invocable < std::decay_t<F>
+  & > void post(F&& f) { post_task(unique_function<void()>(std::forward<F>(f))); }
+
+  /// Runs `f()` on some worker once `delay` has passed; cancelled (destroyed unrun) if the pool
+  /// stops first. Throws like post().
+  template <typename F, typename Rep, typename Period>
+  requires std::invocable < std::decay_t<F>
+  & > void post(F&& f, std::chrono::duration<Rep, Period> delay) {
+    post_task_after(unique_function<void()>(std::forward<F>(f)), clamp(delay));
+  }
+
+  /// Runs `f()` on some worker after every earlier task of `token` finished, and before any
+  /// later one starts (see serial_token). Throws like post().
+  template <typename F>
+  requires std::invocable < std::decay_t<F>
+  & > void post(const serial_token& token, F&& f) {
+    post_serial(token, unique_function<void()>(std::forward<F>(f)));
+  }
+
+  /// Runs `f()` on some worker and returns the future of its result (or of what it threw;
+  /// task_cancelled when it never runs). One allocation. Throws like post().
+  template <typename F>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(F&& f) -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    post_task(std::move(job));
+    return std::move(result);
+  }
+
+  /// post_awaitable() once `delay` has passed; task_cancelled if the pool stops first.
+  template <typename F, typename Rep, typename Period>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(F&& f, std::chrono::duration<Rep, Period> delay)
+      -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    post_task_after(std::move(job), clamp(delay));
+    return std::move(result);
+  }
+
+  /// post_awaitable() in `token`'s order (see post(token, f)).
+  template <typename F>
+  requires std::invocable<std::decay_t<F>>
+  [[nodiscard]] auto post_awaitable(const serial_token& token, F&& f)
+      -> future<detail::task_result_t<F>> {
+    auto [result, job] = detail::package(std::forward<F>(f));
+    post_serial(token, std::move(job));
+    return std::move(result);
+  }
+
+  /// Refuses new posts and lets the workers finish (see stop_mode) without waiting for them.
+  /// Only the first call's mode counts, except that discard after drain still discards what
+  /// has not started. May be called from a task. Never throws.
+  void stop(stop_mode mode = stop_mode::drain) noexcept;
+
+  /// Waits until every worker has finished. Needs a stop() first, or it waits forever. Throws
+  /// std::system_error (resource_deadlock_would_occur) on one of the pool's workers.
+  void join();
+
+  /// The number of workers.
+  [[nodiscard]] std::size_t size() const noexcept;
+
+  /// Whether the calling thread is one of this pool's workers.
+  [[nodiscard]] bool is_current() const noexcept;
+
+  /// Replaces the error callback (see thread_pool_options::on_error; empty: stderr).
+  void set_error_callback(std::function<void(std::exception_ptr)> on_error);
+
+  /// hardware_concurrency(), or 1 when it is unknown.
+  [[nodiscard]] static std::size_t default_size() noexcept;
+
+ private:
+  // A delay as the clock's duration, saturating (a delay the clock cannot hold never comes).
+  template <typename Rep, typename Period>
+  static clock::duration clamp(std::chrono::duration<Rep, Period> delay) {
+    using seconds = std::chrono::duration<double>;
+    if (seconds(delay) >= seconds(clock::duration::max())) {
+      return clock::duration::max();
+    }
+    return std::chrono::ceil<clock::duration>(delay);
+  }
+
+  void post_task(unique_function<void()>&& task);
+  void post_task_after(unique_function<void()>&& task, clock::duration delay);
+  void post_serial(const serial_token& token, unique_function<void()>&& task);
+
+  std::unique_ptr<detail::pool_core> core_;
+};
+
+}  // namespace cyan::dispatch

@@ -1,0 +1,87 @@
+#pragma once
+
+// The machinery behind thread_pool: the shared task queue, the workers (handler_threads whose
+// idle_hook takes tasks from that queue), the sleep/wake handshake and the stop protocol.
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cyan/common/cache_line.h"
+#include "cyan/common/noncopyable.h"
+#include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/idle_hook.h"
+#include "cyan/dispatch/detail/serial_state.h"
+#include "cyan/dispatch/detail/task_queue.h"
+#include "cyan/dispatch/handler_thread.h"
+#include "cyan/dispatch/stop_mode.h"
+#include "cyan/dispatch/thread_pool.h"
+
+namespace cyan::dispatch::detail {
+
+class pool_core : noncopyable {
+ public:
+  using task = unique_function<void()>;
+
+  pool_core(std::size_t threads, thread_pool_options opts);
+  ~pool_core();
+
+  void post(task&& t);                                            // [any thread]
+  void post_after(task&& t, thread_pool::clock::duration delay);  // [any thread]
+  void post_serial(const serial_token& token, task&& t);          // [any thread]
+  void stop(stop_mode mode) noexcept;                             // [any thread]
+  void join();                                                    // [not a worker]
+  [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
+  [[nodiscard]] bool is_current() const noexcept;
+  void set_error_callback(std::function<void(std::exception_ptr)> on_error);
+
+ private:
+  // One per worker: its hook into the shared queue and its idle flag.
+  struct alignas(cache_line_size) worker_state final : idle_hook {
+    std::size_t run_elsewhere(handler_thread& worker) noexcept override;
+    bool has_work(handler_thread& worker) noexcept override;
+
+    pool_core* core = nullptr;
+    // Set by the worker when it found no work and may sleep; cleared by whoever claims it:
+    // the worker itself when it finds work again, or a producer that then wakes it.
+    std::atomic<bool> idle{ false };
+  };
+
+  std::size_t run_batch(worker_state& self) noexcept;
+  void run_one(task& t) noexcept;
+  [[nodiscard]] bool spin_for_work() const noexcept;
+  void mark_idle(worker_state& self) noexcept;
+  void reclaim(worker_state& self) noexcept;
+  void wake_one() noexcept;
+  void push(task&& t);
+  void post_handed_over(task&& step);
+  void leave_post() noexcept;
+  void try_finish() noexcept;
+  void report(std::exception_ptr error) noexcept;
+
+  task_queue queue_;
+  // Posts between their first step and their last (see "Stop" in thread_pool.cpp).
+  cache_padded<std::atomic<std::uint32_t>> posting_;
+  // Workers marked idle (see "Sleep" in thread_pool.cpp).
+  cache_padded<std::atomic<std::uint32_t>> sleepers_;
+  std::atomic<bool> accepting_{ true };
+  std::atomic<bool> discarding_{ false };
+  std::atomic<bool> finished_{ false };  // the workers were told to stop
+  std::atomic<std::size_t> next_delayed_{ 0 };
+
+  std::mutex error_mutex_;
+  std::function<void(std::exception_ptr)> on_error_;  // guarded by error_mutex_
+
+  // The hooks outlive the workers that call them.
+  std::unique_ptr<worker_state[]> states_;
+  std::vector<std::unique_ptr<handler_thread>> workers_;
+  // Last: destroyed first, it waits until no token still holds a task for this pool.
+  serial_tracker tracker_;
+};
+
+}  // namespace cyan::dispatch::detail

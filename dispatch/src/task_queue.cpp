@@ -1,0 +1,210 @@
+#include "cyan/dispatch/detail/task_queue.h"
+
+#include <new>
+#include <thread>
+#include <utility>
+
+namespace cyan::dispatch::detail {
+
+namespace {
+
+constexpr std::uint32_t kWritten = 1;  // the producer stored the task
+constexpr std::uint32_t kRead = 2;     // the consumer moved the task out
+constexpr std::uint32_t kDestroy = 4;  // the block's destroyer left this slot's reader to finish
+
+// Spins briefly, then yields: the thread waited for is often between two instructions, but
+// may also have been preempted (the machine may have fewer cores than runnable threads).
+void back_off(unsigned& turn) noexcept {
+  constexpr unsigned kSpinTurns = 64;
+  if (++turn < kSpinTurns) {
+    cpu_relax();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+struct task_queue::slot {
+  task* value() noexcept { return std::launder(reinterpret_cast<task*>(storage)); }
+
+  alignas(task) unsigned char storage[sizeof(task)];
+  std::atomic<std::uint32_t> state{ 0 };
+};
+
+struct task_queue::block {
+  std::atomic<block*> next{ nullptr };
+  slot slots[kBlockSlots];
+};
+
+task_queue::task_queue() {
+  block* first = new block;
+  // relaxed: the queue is published to other threads by whatever hands them its address.
+  head_.value.current.store(first, std::memory_order_relaxed);
+  tail_.value.current.store(first, std::memory_order_relaxed);
+}
+
+task_queue::~task_queue() {
+  task leftover;
+  while (try_pop(leftover)) {
+    leftover = nullptr;
+  }
+  // relaxed: no other thread uses the queue any more.
+  delete head_.value.current.load(std::memory_order_relaxed);
+  delete spare_.value.load(std::memory_order_relaxed);
+}
+
+void task_queue::push(task&& value) {
+  block* next_block = nullptr;
+  // acquire: pairs with the release stores of tail_ when a block is installed.
+  std::size_t tail = tail_.value.index.load(std::memory_order_acquire);
+  block* current = tail_.value.current.load(std::memory_order_acquire);
+  for (unsigned turn = 0;;) {
+    const std::size_t offset = (tail >> kShift) % kLap;
+    if (offset == kBlockSlots) {  // another producer is installing the next block
+      back_off(turn);
+      tail = tail_.value.index.load(std::memory_order_acquire);
+      current = tail_.value.current.load(std::memory_order_acquire);
+      continue;
+    }
+    if (offset + 1 == kBlockSlots && next_block == nullptr) {
+      next_block = new_block();  // before the claim, so that others wait only briefly
+    }
+    const std::size_t new_tail = tail + (1 << kShift);
+    // seq_cst: a claim is a total-order point, which the pool's sleep handshake relies on
+    // (a pushed task is seen by an empty() that follows a sleeper's announcement).
+    if (tail_.value.index.compare_exchange_weak(tail, new_tail, std::memory_order_seq_cst,
+                                                std::memory_order_acquire)) {
+      if (offset + 1 == kBlockSlots) {  // claimed the last slot: install the next block
+        // release: pairs with the acquire loads of tail_ in push() and of next in wait_next().
+        tail_.value.current.store(next_block, std::memory_order_release);
+        tail_.value.index.store(new_tail + (1 << kShift), std::memory_order_release);
+        current->next.store(next_block, std::memory_order_release);
+        next_block = nullptr;
+      }
+      slot& s = current->slots[offset];
+      ::new (static_cast<void*>(s.storage)) task(std::move(value));
+      // release: pairs with the acquire load in wait_written(); publishes the task.
+      s.state.fetch_or(kWritten, std::memory_order_release);
+      if (next_block != nullptr) {
+        recycle(next_block);
+      }
+      return;
+    }
+    current = tail_.value.current.load(std::memory_order_acquire);
+  }
+}
+
+bool task_queue::try_pop(task& out) noexcept {
+  // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
+  std::size_t head = head_.value.index.load(std::memory_order_acquire);
+  block* current = head_.value.current.load(std::memory_order_acquire);
+  for (unsigned turn = 0;;) {
+    const std::size_t offset = (head >> kShift) % kLap;
+    if (offset == kBlockSlots) {  // another consumer is moving head to the next block
+      back_off(turn);
+      head = head_.value.index.load(std::memory_order_acquire);
+      current = head_.value.current.load(std::memory_order_acquire);
+      continue;
+    }
+    std::size_t new_head = head + (1 << kShift);
+    if ((new_head & kHasNext) == 0) {
+      // seq_cst: see empty().
+      const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
+      if ((head >> kShift) == (tail >> kShift)) {
+        return false;
+      }
+      if ((head >> kShift) / kLap != (tail >> kShift) / kLap) {
+        new_head |= kHasNext;
+      }
+    }
+    if (head_.value.index.compare_exchange_weak(head, new_head, std::memory_order_seq_cst,
+                                                std::memory_order_acquire)) {
+      if (offset + 1 == kBlockSlots) {  // claimed the last slot: move head to the next block
+        block* next = wait_next(current);
+        std::size_t next_index = (new_head & ~kHasNext) + (1 << kShift);
+        if (next->next.load(std::memory_order_relaxed) != nullptr) {
+          next_index |= kHasNext;
+        }
+        // release: pairs with the acquire loads of head_ in try_pop().
+        head_.value.current.store(next, std::memory_order_release);
+        head_.value.index.store(next_index, std::memory_order_release);
+      }
+      slot& s = current->slots[offset];
+      wait_written(s);
+      out = std::move(*s.value());
+      s.value()->~task();
+      if (offset + 1 == kBlockSlots) {
+        destroy_block(current, 0);
+        // acq_rel: the release orders this read before the destroyer's free; the acquire pairs
+        // with the destroyer's kDestroy, handing the rest of the destruction to this reader.
+      } else if ((s.state.fetch_or(kRead, std::memory_order_acq_rel) & kDestroy) != 0) {
+        destroy_block(current, offset + 1);
+      }
+      return true;
+    }
+    current = head_.value.current.load(std::memory_order_acquire);
+  }
+}
+
+bool task_queue::empty() const noexcept {
+  // seq_cst: the tail load takes part in the total order with the producers' seq_cst claims,
+  // which the pool's sleep handshake relies on (see push()).
+  const std::size_t head = head_.value.index.load(std::memory_order_seq_cst);
+  const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
+  return (head >> kShift) == (tail >> kShift);
+}
+
+task_queue::block* task_queue::new_block() {
+  // acquire: pairs with the release exchange in recycle(), which reset the block first.
+  block* reused = spare_.value.exchange(nullptr, std::memory_order_acquire);
+  return reused != nullptr ? reused : new block;
+}
+
+void task_queue::recycle(block* b) noexcept {
+  // relaxed: the block is private to this thread until the release exchange below.
+  b->next.store(nullptr, std::memory_order_relaxed);
+  for (slot& s : b->slots) {
+    s.state.store(0, std::memory_order_relaxed);
+  }
+  // acq_rel: the release pairs with the acquire exchange in new_block() (and here), which takes
+  // the block; the acquire takes ownership of the spare this replaces, to free it.
+  delete spare_.value.exchange(b, std::memory_order_acq_rel);
+}
+
+// Frees `b` once every slot from `start` on has been read. A slot whose reader is still busy
+// gets kDestroy instead, and that reader resumes here from the next slot. The last slot is not
+// checked: its reader is the one that starts the destruction (start == 0).
+void task_queue::destroy_block(block* b, std::size_t start) noexcept {
+  for (std::size_t i = start; i + 1 < kBlockSlots; ++i) {
+    slot& s = b->slots[i];
+    // acquire / acq_rel: pair with the reader's acq_rel fetch_or of kRead in try_pop().
+    if ((s.state.load(std::memory_order_acquire) & kRead) == 0 &&
+        (s.state.fetch_or(kDestroy, std::memory_order_acq_rel) & kRead) == 0) {
+      return;
+    }
+  }
+  recycle(b);
+}
+
+task_queue::block* task_queue::wait_next(block* b) noexcept {
+  unsigned turn = 0;
+  // acquire: pairs with the release store of next in push().
+  for (block* next = b->next.load(std::memory_order_acquire);;
+       next = b->next.load(std::memory_order_acquire)) {
+    if (next != nullptr) {
+      return next;
+    }
+    back_off(turn);
+  }
+}
+
+void task_queue::wait_written(slot& s) noexcept {
+  unsigned turn = 0;
+  // acquire: pairs with the release fetch_or of kWritten in push().
+  while ((s.state.load(std::memory_order_acquire) & kWritten) == 0) {
+    back_off(turn);
+  }
+}
+
+}  // namespace cyan::dispatch::detail

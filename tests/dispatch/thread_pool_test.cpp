@@ -1,0 +1,313 @@
+#include "cyan/dispatch/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <latch>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/lifecycle.h"
+
+namespace {
+
+using cyan::dispatch::executor_stopped;
+using cyan::dispatch::future;
+using cyan::dispatch::stop_mode;
+using cyan::dispatch::task_cancelled;
+using cyan::dispatch::thread_pool;
+using cyan::test::lifecycle;
+using namespace std::chrono_literals;
+
+std::size_t env_or(const char* name, std::size_t fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
+}
+
+// Keeps every worker of a pool busy until open() is called, so that tasks posted meanwhile
+// stay queued.
+class gate {
+ public:
+  explicit gate(thread_pool& pool) : entered_(static_cast<std::ptrdiff_t>(pool.size())) {
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      pool.post([this] {
+        entered_.count_down();
+        opened_.wait();
+      });
+    }
+    entered_.wait();  // every worker is now inside a blocker
+  }
+  void open() { opened_.count_down(); }
+
+ private:
+  std::latch entered_;
+  std::latch opened_{ 1 };
+};
+
+TEST(thread_pool, runs_every_posted_task_once) {
+  const std::size_t count = env_or("CYAN_STRESS_ITEMS", 100000);
+  std::vector<std::atomic<int>> runs(count);
+  {
+    thread_pool pool(4);
+    EXPECT_EQ(pool.size(), 4u);
+    for (std::size_t i = 0; i < count; ++i) {
+      pool.post([&runs, i] { runs[i].fetch_add(1, std::memory_order_relaxed); });
+    }
+  }  // the destructor drains and joins
+  for (std::size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(runs[i].load(), 1) << "task " << i << " of " << count;
+  }
+}
+
+TEST(thread_pool, runs_tasks_on_its_workers_only) {
+  thread_pool pool(3);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  std::vector<future<bool>> inside;
+  for (int i = 0; i < 3000; ++i) {
+    inside.push_back(pool.post_awaitable([&] {
+      const std::lock_guard lock(mutex);
+      seen.insert(std::this_thread::get_id());
+      return pool.is_current();
+    }));
+  }
+  for (auto& f : inside) {
+    EXPECT_TRUE(f.get());
+  }
+  EXPECT_FALSE(pool.is_current());
+  EXPECT_EQ(seen.count(std::this_thread::get_id()), 0u);
+  EXPECT_LE(seen.size(), 3u);
+  EXPECT_GE(seen.size(), 1u);
+}
+
+TEST(thread_pool, post_awaitable_returns_results_and_exceptions) {
+  thread_pool pool(2);
+  auto answer = pool.post_awaitable([] { return 42; });
+  auto failure = pool.post_awaitable([]() -> int { throw std::runtime_error("bad"); });
+  auto nothing = pool.post_awaitable([] {});
+  EXPECT_EQ(answer.get(), 42);
+  EXPECT_THROW(failure.get(), std::runtime_error);
+  nothing.get();
+  std::future<int> standard = pool.post_awaitable([] { return 7; });  // converts implicitly
+  EXPECT_EQ(standard.get(), 7);
+}
+
+TEST(thread_pool, fire_and_forget_exceptions_go_to_the_error_callback) {
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  cyan::dispatch::thread_pool_options options;
+  options.on_error = [&](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      const std::lock_guard lock(mutex);
+      errors.emplace_back(e.what());
+    } catch (int) {
+      const std::lock_guard lock(mutex);
+      errors.emplace_back("int");
+    }
+  };
+  std::atomic<int> ran{ 0 };
+  {
+    thread_pool pool(2, options);
+    for (int i = 0; i < 100; ++i) {
+      pool.post([&ran, i] {
+        ran.fetch_add(1);
+        if (i % 10 == 0) {
+          throw std::runtime_error("task " + std::to_string(i));
+        }
+        if (i == 55) {
+          throw 5;
+        }
+      });
+    }
+  }
+  EXPECT_EQ(ran.load(), 100);  // the workers kept going
+  std::sort(errors.begin(), errors.end());
+  EXPECT_EQ(errors,
+            (std::vector<std::string>{ "int", "task 0", "task 10", "task 20", "task 30", "task 40",
+                                       "task 50", "task 60", "task 70", "task 80", "task 90" }));
+}
+
+TEST(thread_pool, stop_drain_runs_every_queued_task) {
+  thread_pool pool(2);
+  std::atomic<int> ran{ 0 };
+  gate blockers(pool);
+  for (int i = 0; i < 1000; ++i) {
+    pool.post([&ran] { ran.fetch_add(1); });
+  }
+  pool.stop(stop_mode::drain);
+  EXPECT_THROW(pool.post([] {}), executor_stopped);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 1000);
+}
+
+TEST(thread_pool, stop_discard_cancels_every_task_not_started) {
+  lifecycle::reset();
+  thread_pool pool(2);
+  std::atomic<int> ran{ 0 };
+  std::vector<future<int>> results;
+  gate blockers(pool);
+  for (int i = 0; i < 500; ++i) {
+    pool.post([&ran, captured = lifecycle(i)] { ran.fetch_add(1); });
+    results.push_back(pool.post_awaitable([&ran, i] {
+      ran.fetch_add(1);
+      return i;
+    }));
+  }
+  pool.stop(stop_mode::discard);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 0);
+  for (auto& result : results) {
+    EXPECT_THROW(result.get(), task_cancelled);
+  }
+  EXPECT_EQ(lifecycle::live(), 0);  // discarded closures were destroyed
+}
+
+TEST(thread_pool, post_after_stop_throws_in_every_form) {
+  thread_pool pool(1);
+  pool.stop();
+  cyan::dispatch::serial_token token;
+  EXPECT_THROW(pool.post([] {}), executor_stopped);
+  EXPECT_THROW(pool.post([] {}, 1ms), executor_stopped);
+  EXPECT_THROW(pool.post(token, [] {}), executor_stopped);
+  EXPECT_THROW((void)pool.post_awaitable([] { return 1; }), executor_stopped);
+  EXPECT_THROW((void)pool.post_awaitable([] { return 1; }, 1ms), executor_stopped);
+  EXPECT_THROW((void)pool.post_awaitable(token, [] { return 1; }), executor_stopped);
+  pool.join();
+  EXPECT_EQ(token.pending(), 0u);
+}
+
+TEST(thread_pool, delayed_tasks_wait_and_are_cancelled_by_stop) {
+  thread_pool pool(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto soon =
+      pool.post_awaitable([start] { return std::chrono::steady_clock::now() - start; }, 50ms);
+  auto never = pool.post_awaitable([] { return 0; }, 1h);
+  std::atomic<bool> fire_and_forget{ false };
+  pool.post([&] { fire_and_forget = true; }, 20ms);
+  // Expect the delay honoured (the clock only moves forward; no upper bound is asserted).
+  EXPECT_GE(soon.get(), 50ms);
+  EXPECT_EQ(never.wait_for(0s), std::future_status::timeout);
+  pool.stop();
+  pool.join();
+  EXPECT_TRUE(fire_and_forget.load());
+  EXPECT_THROW(never.get(), task_cancelled);
+}
+
+TEST(thread_pool, many_producers) {
+  const std::size_t per_producer = env_or("CYAN_STRESS_ITEMS", 50000);
+  constexpr int kProducers = 4;
+  std::atomic<std::uint64_t> sum{ 0 };
+  {
+    thread_pool pool(2);
+    std::vector<std::thread> producers;
+    for (int p = 0; p < kProducers; ++p) {
+      producers.emplace_back([&] {
+        for (std::size_t i = 0; i < per_producer; ++i) {
+          pool.post([&sum, i] { sum.fetch_add(i, std::memory_order_relaxed); });
+        }
+      });
+    }
+    for (auto& producer : producers) {
+      producer.join();
+    }
+  }
+  EXPECT_EQ(sum.load(), kProducers * (per_producer * (per_producer - 1) / 2));
+}
+
+TEST(thread_pool, tasks_may_post_more_tasks) {
+  std::atomic<int> ran{ 0 };
+  std::latch done(1000);
+  thread_pool pool(2);
+  for (int i = 0; i < 100; ++i) {
+    pool.post([&] {
+      for (int j = 0; j < 10; ++j) {
+        pool.post([&] {
+          ran.fetch_add(1);
+          done.count_down();
+        });
+      }
+    });
+  }
+  done.wait();
+  EXPECT_EQ(ran.load(), 1000);
+}
+
+// Cost grows with the index; a pool that splits the work statically in halves would leave one
+// worker idle for most of the run. Expect both workers busy until (nearly) the end: their last
+// completions within 10% of the run plus 20 ms (preemption on a shared machine).
+TEST(thread_pool, balances_work_whose_cost_grows) {
+  const std::size_t count = env_or("CYAN_STRESS_ITEMS", 300000);
+  thread_pool pool(2);
+  std::mutex mutex;
+  std::vector<std::pair<std::thread::id, std::chrono::steady_clock::time_point>> last;
+  std::atomic<std::uint64_t> checksum{ 0 };
+  std::latch done(static_cast<std::ptrdiff_t>(count));
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < count; ++i) {
+    pool.post([&, i] {
+      std::uint64_t x = i;
+      for (std::size_t k = 0; k < i / 256; ++k) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      }
+      checksum.fetch_add(x & 1, std::memory_order_relaxed);
+      if (i + 64 >= count || i % 1024 == 0) {
+        const std::lock_guard lock(mutex);
+        last.emplace_back(std::this_thread::get_id(), std::chrono::steady_clock::now());
+      }
+      done.count_down();
+    });
+  }
+  done.wait();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  std::map<std::thread::id, std::chrono::steady_clock::time_point> finish;
+  for (const auto& [id, when] : last) {
+    finish[id] = std::max(finish[id], when);
+  }
+  ASSERT_EQ(finish.size(), 2u) << "both workers ran tasks";
+  const auto gap = std::max(finish.begin()->second, finish.rbegin()->second) -
+                   std::min(finish.begin()->second, finish.rbegin()->second);
+  EXPECT_LE(gap, elapsed / 10 + 20ms)
+      << "gap " << std::chrono::duration<double, std::milli>(gap).count() << " ms of "
+      << std::chrono::duration<double, std::milli>(elapsed).count() << " ms, " << count << " tasks";
+}
+
+// Measures idleness, so it sleeps: an idle pool must burn < 2% of one core over 1 s.
+TEST(thread_pool, an_idle_pool_uses_almost_no_cpu) {
+  thread_pool pool(4);
+  for (int i = 0; i < 1000; ++i) {
+    pool.post([] {});
+  }
+  pool.post_awaitable([] {}).get();
+  std::this_thread::sleep_for(50ms);  // let the workers' spin end
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  };
+  const auto cpu_before = cpu_now();
+  std::this_thread::sleep_for(1s);
+  const auto used = cpu_now() - cpu_before;
+  EXPECT_LT(used, 20ms) << std::chrono::duration<double, std::milli>(used).count()
+                        << " ms of CPU in 1 s";
+}
+
+TEST(thread_pool, rejects_zero_threads) {
+  EXPECT_THROW(thread_pool(0), std::invalid_argument);
+}
+
+}  // namespace
