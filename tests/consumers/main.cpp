@@ -1,8 +1,11 @@
 // The program every consumer kind builds: it uses each cyan module through its public header.
 #include <cyan/common.h>
+#include <cyan/event.h>
 #include <cyan/lockfree.h>
 
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string_view>
 
 int main() {
@@ -15,6 +18,20 @@ int main() {
   int value = 0;
   if (!queue.try_pop(value) || value + 1 != 42) {
     std::fprintf(stderr, "lockfree queue returned %d\n", value);
+    return 1;
+  }
+  auto loop = std::make_shared<cyan::event::loop>();
+  bool fired = false;
+  cyan::event::timer timer{ loop };
+  timer.set_timeout(std::chrono::milliseconds(1));
+  timer.set_callback([&] {
+    fired = true;
+    loop->stop();
+  });
+  timer.start();
+  loop->start();  // links libev
+  if (!fired) {
+    std::fprintf(stderr, "event timer did not fire\n");
     return 1;
   }
   std::printf("cyan %s consumed\n", CYAN_VERSION_STRING);
