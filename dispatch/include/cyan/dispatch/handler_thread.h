@@ -61,7 +61,9 @@ struct handler_thread_stats {
 
 /// One thread with its own event loop and a lock-free inbox: other threads post() closures to
 /// it or send() messages to its handler, and it runs them one at a time, in post order per
-/// posting thread.
+/// posting thread. Posts from different threads are not ordered with each other (each thread
+/// has its own lane), even when one happens before the other: post from one thread, or use a
+/// serial_token, when a total order matters.
 ///
 /// Thread safety: every member is [any thread] unless marked otherwise. The thread itself owns
 /// its event loop (get_event_loop()) and the handler's callbacks.
@@ -95,25 +97,27 @@ class handler_thread : noncopyable {
 
   /// Runs `f()` on this thread. Throws executor_stopped after stop(), std::bad_alloc when a
   /// closure too big for the inline buffer cannot be allocated.
-  template <typename F>
-  requires std::invocable < std::decay_t<F>
-  & > void post(F&& f) { inbox_.post(std::forward<F>(f)); }
+  template <detail::postable F>
+  void post(F&& f) {
+    inbox_.post(std::forward<F>(f));
+  }
 
   /// Runs `f()` on this thread once `delay` has passed (measured from this call; a delay of
   /// zero or less runs it as soon as possible). If the thread stops first, `f` is destroyed
   /// unrun. Throws like post().
-  template <typename F, typename Rep, typename Period>
-  requires std::invocable < std::decay_t<F>
-  & > void post(F&& f, std::chrono::duration<Rep, Period> delay) {
+  template <detail::postable F, typename Rep, typename Period>
+  void post(F&& f, std::chrono::duration<Rep, Period> delay) {
     inbox_.post_delayed(unique_function<void()>(std::forward<F>(f)), deadline_after(delay));
   }
 
   /// Runs `f()` on this thread after every earlier task of `token` has finished and before any
   /// later one starts, even when the token's other tasks go to a thread_pool or to another
   /// handler_thread. Throws like post().
-  template <typename F>
-  requires std::invocable < std::decay_t<F>
-  & > void post(const serial_token& token, F&& f) {
+  template <detail::postable F>
+  void post(const serial_token& token, F&& f) {
+    // The token may hand f over later: a stop() made before this call is refused here, loudly
+    // (one racing with it cancels f when its turn comes).
+    inbox_.throw_if_stopped();
     detail::serial_access::submit(
         token, std::forward<F>(f),
         [this](unique_function<void()> job) { inbox_.post(std::move(job)); }, &token_tracker_);
@@ -121,8 +125,7 @@ class handler_thread : noncopyable {
 
   /// Runs `f()` on this thread and returns the future of its result; the future reports what
   /// `f` threw, or task_cancelled when `f` never runs (discarded at stop). Throws like post().
-  template <typename F>
-  requires std::invocable<std::decay_t<F>>
+  template <detail::awaitable_callable F>
   [[nodiscard]] auto post_awaitable(F&& f) -> future<detail::task_result_t<F>> {
     auto [result, job] = detail::package(std::forward<F>(f));
     inbox_.post(std::move(job));
@@ -130,8 +133,7 @@ class handler_thread : noncopyable {
   }
 
   /// post_awaitable() once `delay` has passed; task_cancelled when the thread stops first.
-  template <typename F, typename Rep, typename Period>
-  requires std::invocable<std::decay_t<F>>
+  template <detail::awaitable_callable F, typename Rep, typename Period>
   [[nodiscard]] auto post_awaitable(F&& f, std::chrono::duration<Rep, Period> delay)
       -> future<detail::task_result_t<F>> {
     auto [result, job] = detail::package(std::forward<F>(f));
@@ -140,8 +142,7 @@ class handler_thread : noncopyable {
   }
 
   /// post_awaitable() in `token`'s order (see post(token, f)).
-  template <typename F>
-  requires std::invocable<std::decay_t<F>>
+  template <detail::awaitable_callable F>
   [[nodiscard]] auto post_awaitable(const serial_token& token, F&& f)
       -> future<detail::task_result_t<F>> {
     auto [result, job] = detail::package(std::forward<F>(f));

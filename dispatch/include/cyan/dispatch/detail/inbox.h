@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -16,6 +17,15 @@
 #include "cyan/lockfree/queue.h"
 
 namespace cyan::dispatch::detail {
+
+/// A closure that can be posted: called as an lvalue, its result ignored.
+template <typename F>
+concept postable = std::invocable < std::decay_t<F>
+& > ;
+
+/// A closure that can be posted as an awaitable task: called once, as an rvalue.
+template <typename F>
+concept awaitable_callable = std::invocable<std::decay_t<F>>;
 
 /// What the thread behind an inbox provides to it. [consumer] unless marked.
 class inbox_owner {
@@ -36,29 +46,33 @@ class inbox_owner {
 /// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott
 /// queue (any producer, one allocation per post). After that the thread gets its own lane, an
 /// unbounded SPSC queue (inbox_channel) found through a thread-local cache: a post is then one
-/// table lookup, one seq_cst store, one load and a ring push: no CAS, no allocation for a
-/// closure that fits inline, no syscall while the consumer is awake. The lane is announced by
-/// an open_channel envelope sent through the shared queue *after* the thread's earlier shared
-/// posts, and the consumer starts reading a lane only when it reaches that envelope, so posts
-/// stay FIFO per producer across the switch. Delayed posts always use the shared queue.
+/// table lookup, a flag store, one load and a ring push: no CAS, no hardware fence, no
+/// allocation for a closure that fits inline, no syscall while the consumer is awake. The lane is
+/// announced by an open_channel envelope sent through the shared queue *after* the thread's earlier
+/// shared posts, and the consumer starts reading a lane only when it reaches that envelope, so
+/// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue.
 ///
 /// No lost wake-up. state_ holds kSleeping, set by the consumer before it blocks in its loop.
-///   producer: active = true (seq_cst) ; s = state_ (seq_cst) ; push ; if s has kSleeping: wake ;
+///   producer: active = true ; light fence ; s = state_ ; push ; if s has kSleeping: wake ;
 ///             active = false (release)
-///   consumer: state_ |= kSleeping (seq_cst RMW) ; if some lane is active or non-empty, or the
-///             shared queue is: clear kSleeping and keep running ; else block in the loop
-/// (the shared queue's producers use shared_active_, an RMW counter, instead of `active`).
-/// All four accesses are seq_cst, so they are totally ordered. If the producer's load does not
-/// see kSleeping, it precedes the consumer's RMW, and so does the producer's earlier store of
-/// active = true: the consumer's later load sees active == true (it keeps running), or the
-/// release store active = false that follows the push (so the task is visible and it keeps
-/// running). Otherwise the producer saw kSleeping and wakes the thread. A post that finds the
-/// consumer awake therefore never makes a syscall, and a sleeping consumer is always woken.
+///   consumer: state_ |= kSleeping (seq_cst RMW) ; heavy fence ; if some lane is active or
+///             non-empty, or the shared queue is: clear kSleeping and keep running ;
+///             else block in the loop
+/// (the shared queue's producers use shared_active_, a seq_cst RMW counter, instead of
+/// `active`). The fences are asymmetric_fence's: a compiler barrier for the producer, a
+/// process-wide membarrier for the consumer (or, without membarrier, seq_cst on both sides);
+/// either way "the producer's load misses kSleeping and the consumer's load misses
+/// active == true" cannot both happen. If the producer's load misses kSleeping, the consumer
+/// sees active == true (it keeps running), or the release store active = false that follows
+/// the push (so the task is visible and it keeps running). Otherwise the producer saw
+/// kSleeping and wakes the thread. So a post that finds the consumer awake costs no syscall and
+/// no hardware fence, and a sleeping consumer is always woken.
 ///
 /// Stop. stop() sets kStopped with a seq_cst RMW; producers check it with the same load, so a
 /// post either sees it and throws executor_stopped (nothing pushed), or had set `active` before
-/// the load, and the consumer's finish() — which waits until no lane is active and then
-/// empties everything — sees its task (same argument, with kStopped in place of kSleeping). So
+/// the load, and the consumer's finish() — a heavy fence once it saw kStopped, then waiting
+/// until no lane is active and emptying everything — sees its task (the same argument, with
+/// kStopped in place of kSleeping). So
 /// no accepted task is stranded, and every post after stop() returns throws. The waker is used
 /// only inside an active window, and finish() waits those out, so it outlives every wake.
 class inbox : noncopyable {
@@ -116,6 +130,14 @@ class inbox : noncopyable {
   /// Wakes the thread if it sleeps: for producers that fed an idle_hook's source (see
   /// idle_hook.h). Never throws.
   void notify() noexcept;
+
+  /// Throws executor_stopped after stop(): for callers that queue work elsewhere first (a
+  /// serial_token's queue) and hand it over later.
+  void throw_if_stopped() const {
+    if (stopped()) {
+      throw_stopped();
+    }
+  }
 
   [[nodiscard]] bool stopped() const noexcept { return (load_state() & kStopped) != 0; }
   [[nodiscard]] bool finished() const noexcept { return (load_state() & kFinished) != 0; }

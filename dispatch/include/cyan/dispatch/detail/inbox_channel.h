@@ -11,6 +11,7 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/asymmetric_fence.h"
 #include "cyan/lockfree/spsc_ring.h"
 
 namespace cyan::dispatch::detail {
@@ -49,9 +50,9 @@ class inbox_channel : noncopyable {
 
   // ---- producer side -------------------------------------------------------------------------
 
-  /// Announces a post in progress; the inbox checks it before it sleeps or finishes.
-  /// seq_cst: the store-load pair with inbox::state_ (see inbox.h, "no lost wake-up").
-  void begin_post() noexcept { producer_.active.store(true, std::memory_order_seq_cst); }
+  /// Announces a post in progress; the inbox checks it before it sleeps or finishes. Ordered
+  /// before the producer's next load by asymmetric_fence (see inbox.h, "No lost wake-up").
+  void begin_post() noexcept { asymmetric_fence::light_store(producer_.active, true); }
 
   /// Ends the post begun by begin_post(). release: pairs with the seq_cst (acquire) load in
   /// busy(); whoever sees the flag cleared also sees the task pushed before.
@@ -111,7 +112,7 @@ class inbox_channel : noncopyable {
   }
 
   /// True when a task is queued or a post is in progress. seq_cst: part of the store-load pair
-  /// with inbox::state_ (see inbox.h). [consumer]
+  /// with inbox::state_ (see inbox.h), after asymmetric_fence::heavy(). [consumer]
   [[nodiscard]] bool busy() const noexcept {
     return producer_.active.load(std::memory_order_seq_cst) || has_tasks();
   }

@@ -1,0 +1,97 @@
+#include "cyan/dispatch/handler_thread.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cyan/dispatch/detail/idle_hook.h"
+#include "handler_thread_runtime.h"
+
+namespace cyan::dispatch {
+namespace {
+
+// The handler of a handler_thread constructed without one. Never destroyed, so a
+// handler_thread that outlives static destruction still has it.
+handler& default_handler() {
+  static handler* const instance = new handler;
+  return *instance;
+}
+
+// What send() posts: delivers one message to the handler. Small enough to be stored inline.
+struct message_task {
+  handler* target;
+  std::any message;
+
+  void operator()() { detail::handler_access::message(*target, std::move(message)); }
+};
+
+static_assert(unique_function<void()>::stored_inline<message_task>);
+
+}  // namespace
+
+handler_thread::handler_thread() : handler_thread(options{}) {}
+
+handler_thread::handler_thread(options opts) : handler_thread(default_handler(), std::move(opts)) {}
+
+handler_thread::handler_thread(handler& h, options opts)
+    : runtime_(std::make_unique<detail::handler_thread_runtime>(*this, h, std::move(opts))) {
+  runtime_->start();
+}
+
+handler_thread::~handler_thread() {
+  if (is_current()) {
+    std::fputs(
+        "cyan::dispatch::handler_thread: destroyed on its own thread, which cannot join itself\n",
+        stderr);
+    std::abort();
+  }
+  stop(stop_mode::drain);
+  join();
+}
+
+void handler_thread::send(std::any message) {
+  inbox_.post(message_task{ &runtime_->user_handler(), std::move(message) });
+}
+
+void handler_thread::send_at(std::any message, clock::time_point due) {
+  inbox_.post_delayed(message_task{ &runtime_->user_handler(), std::move(message) }, due);
+}
+
+void handler_thread::stop(stop_mode mode) noexcept {
+  inbox_.stop(mode == stop_mode::discard);
+}
+
+void handler_thread::join() {
+  runtime_->join();
+}
+
+bool handler_thread::is_running() const noexcept {
+  return !inbox_.finished();
+}
+
+bool handler_thread::is_stopping() const noexcept {
+  return inbox_.stopped() && !inbox_.finished();
+}
+
+std::shared_ptr<event::loop> handler_thread::get_event_loop() const noexcept {
+  return runtime_->loop();
+}
+
+std::thread::id handler_thread::get_id() const noexcept {
+  return runtime_->id();
+}
+
+handler_thread_stats handler_thread::stats() const {
+  const detail::inbox::counters counters = inbox_.read_counters();
+  handler_thread_stats result;
+  result.posted = counters.posted;
+  result.executed = counters.executed;
+  result.cancelled = counters.cancelled;
+  result.queued = counters.posted - counters.executed - counters.cancelled;
+  return result;
+}
+
+void detail::wake_if_sleeping(handler_thread& worker) noexcept {
+  worker.inbox_.notify();
+}
+
+}  // namespace cyan::dispatch

@@ -1,0 +1,257 @@
+#include "handler_thread_runtime.h"
+
+#include <future>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "cyan/common/cache_line.h"
+#include "cyan/common/thread.h"
+#include "cyan/dispatch/detail/idle_hook.h"
+
+namespace cyan::dispatch::detail {
+
+handler_thread_runtime::handler_thread_runtime(handler_thread& owner, handler& user_handler,
+                                               handler_thread_options options)
+    : owner_(owner), inbox_(owner.inbox_), handler_(user_handler), options_(std::move(options)) {}
+
+handler_thread_runtime::~handler_thread_runtime() {
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+// ---- owner side ---------------------------------------------------------------------------
+
+void handler_thread_runtime::start() {
+  std::promise<void> ready;
+  std::future<void> set_up_done = ready.get_future();
+  thread_ = std::thread([this, &ready] {
+    try {
+      set_up();
+    } catch (...) {
+      tear_down();
+      ready.set_exception(std::current_exception());
+      return;
+    }
+    ready.set_value();  // `ready` is gone after this: the constructor returns
+    main();
+  });
+  try {
+    set_up_done.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+void handler_thread_runtime::join() {
+  if (std::this_thread::get_id() == id_) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            "cyan::dispatch::handler_thread::join called on the thread itself");
+  }
+  const std::lock_guard lock(join_mutex_);
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+// ---- the thread ---------------------------------------------------------------------------
+
+void handler_thread_runtime::set_up() {
+  id_ = std::this_thread::get_id();
+  if (!options_.name.empty()) {
+    this_thread::set_name(options_.name);
+  }
+  if (options_.cpu) {
+    this_thread::set_affinity(*options_.cpu);
+  }
+  loop_ = this_thread::get_event_loop();
+  loop_->set_error_handler([this](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(std::move(error));
+    } catch (std::exception& e) {
+      report(e);
+    } catch (...) {
+      std::runtime_error unknown("unknown exception");
+      report(unknown);
+    }
+  });
+  waker_.emplace(loop_);  // no callback: waking the loop up is the whole point
+  waker_->start();
+  timer_.emplace(loop_);
+  timer_->set_callback([this] {
+    run_due_delayed();
+    arm_timer();
+  });
+  inbox_.attach(*this);
+}
+
+void handler_thread_runtime::tear_down() noexcept {
+  timer_.reset();
+  waker_.reset();
+  if (loop_) {
+    loop_->set_error_handler(nullptr);  // it captured `this`
+  }
+}
+
+void handler_thread_runtime::main() noexcept {
+  call_handler(&handler_access::initialize);
+  while (!inbox_.stopped()) {
+    try {
+      run();
+    } catch (std::exception& error) {  // from the loop or the timer: report, keep serving
+      report(error);
+    }
+  }
+  finish();
+  call_handler(&handler_access::finalize);
+  tear_down();
+  inbox_.mark_finished();
+}
+
+// Drain, then work from elsewhere (a pool's hook), then spin, then sleep; until stop().
+void handler_thread_runtime::run() {
+  while (!inbox_.stopped()) {
+    std::size_t taken = inbox_.drain(kBatch);
+    if (taken == 0 && options_.idle_hook != nullptr) {
+      taken = options_.idle_hook->run_elsewhere(owner_);
+    }
+    if (taken != 0) {
+      after_round(taken);
+    } else if (!spin()) {
+      sleep();
+    }
+  }
+}
+
+// A busy thread still lets its loop run (timers, io) every kLoopPollInterval; the clock is
+// read only every few rounds because reading it costs more than a tiny task.
+void handler_thread_runtime::after_round(std::size_t taken) {
+  tasks_since_clock_ += taken;
+  if (++rounds_since_clock_ < kRoundsPerClockCheck && tasks_since_clock_ < kTasksPerClockCheck) {
+    return;
+  }
+  rounds_since_clock_ = 0;
+  tasks_since_clock_ = 0;
+  if (clock::now() - last_poll_ >= kLoopPollInterval) {
+    poll_loop();
+  }
+}
+
+void handler_thread_runtime::poll_loop() {
+  loop_->run_nowait();
+  last_poll_ = clock::now();
+}
+
+bool handler_thread_runtime::spin() noexcept {
+  if (options_.spin_before_sleep <= std::chrono::nanoseconds::zero()) {
+    return false;
+  }
+  // Between two looks at the inbox the thread pauses kPausesPerLook times (well under a
+  // microsecond): looking reads each producer's ring index, and every read pulls that cache
+  // line away from a producer that is writing it, so looking constantly would slow it down.
+  // The clock is read every kLooksPerClockCheck looks.
+  constexpr unsigned kPausesPerLook = 16;
+  constexpr unsigned kLooksPerClockCheck = 8;
+  const clock::time_point deadline = clock::now() + options_.spin_before_sleep;
+  for (unsigned look = 1;; ++look) {
+    if (inbox_.looks_busy() || hook_has_work(this)) {
+      return true;
+    }
+    for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
+      cpu_relax();
+    }
+    if (look % kLooksPerClockCheck == 0 && clock::now() >= deadline) {
+      return false;
+    }
+  }
+}
+
+void handler_thread_runtime::sleep() {
+  if (!inbox_.prepare_sleep(&hook_has_work, this)) {
+    return;
+  }
+  loop_->run_once();
+  inbox_.woke();
+  last_poll_ = clock::now();
+}
+
+bool handler_thread_runtime::hook_has_work(void* self) noexcept {
+  auto* runtime = static_cast<handler_thread_runtime*>(self);
+  idle_hook* hook = runtime->options_.idle_hook;
+  return hook != nullptr && hook->has_work(runtime->owner_);
+}
+
+// ---- delayed work -------------------------------------------------------------------------
+
+void handler_thread_runtime::schedule(clock::time_point due, inbox_task task) {
+  if (finishing_) {  // stop(): run what is due, cancel the rest (see stop_mode::drain)
+    if (due <= clock::now() && !inbox_.discarding()) {
+      inbox_.run_task(task);
+    } else {
+      inbox_.cancel_task(task);
+    }
+    return;
+  }
+  delayed_.emplace(due, std::move(task));
+  if (due < armed_for_) {
+    arm_timer();
+  }
+}
+
+void handler_thread_runtime::arm_timer() {
+  timer_->stop();
+  armed_for_ = clock::time_point::max();
+  if (delayed_.empty() || delayed_.begin()->first == clock::time_point::max()) {
+    return;  // nothing, or only work that is never due
+  }
+  armed_for_ = delayed_.begin()->first;
+  const auto wait = std::max(armed_for_ - clock::now(), clock::duration::zero());
+  timer_->set_timeout(std::chrono::duration_cast<event::timer::duration>(wait));
+  timer_->start();
+}
+
+void handler_thread_runtime::run_due_delayed() noexcept {
+  const clock::time_point now = clock::now();
+  while (!delayed_.empty() && delayed_.begin()->first <= now) {
+    auto due = delayed_.extract(delayed_.begin());
+    if (inbox_.discarding()) {
+      inbox_.cancel_task(due.mapped());
+    } else {
+      inbox_.run_task(due.mapped());
+    }
+  }
+}
+
+void handler_thread_runtime::cancel_delayed() noexcept {
+  for (auto& [due, task] : delayed_) {
+    inbox_.cancel_task(task);
+  }
+  delayed_.clear();
+  timer_->stop();
+}
+
+// ---- stop ---------------------------------------------------------------------------------
+
+void handler_thread_runtime::finish() noexcept {
+  finishing_ = true;
+  inbox_.finish();
+  if (!inbox_.discarding()) {
+    run_due_delayed();
+  }
+  cancel_delayed();
+}
+
+void handler_thread_runtime::call_handler(void (*callback)(handler&)) noexcept {
+  try {
+    callback(handler_);
+  } catch (std::exception& error) {
+    report(error);
+  } catch (...) {
+    std::runtime_error unknown("unknown exception");
+    report(unknown);
+  }
+}
+
+}  // namespace cyan::dispatch::detail

@@ -1,0 +1,289 @@
+#include "cyan/dispatch/detail/inbox.h"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "cyan/dispatch/errors.h"
+
+namespace cyan::dispatch::detail {
+namespace {
+
+// Ids start at 1: 0 marks an empty producer cache slot. Never reused, so a stale cache entry
+// for a destroyed inbox can never match a new one.
+std::atomic<std::uint64_t> next_inbox_id{ 1 };
+
+}  // namespace
+
+inbox::inbox() : id_(next_inbox_id.fetch_add(1, std::memory_order_relaxed)) {  // relaxed: a counter
+  asymmetric_fence::enable();
+}
+
+inbox::~inbox() {
+  // The thread has finished and, by contract, nobody posts any more: free what the lanes hold
+  // and let their producers' caches forget them.
+  for (inbox_channel* lane : registry_) {
+    lane->free_blocks();
+    lane->mark_target_dead();
+    inbox_channel::release(lane);
+  }
+}
+
+// ---- producer side ------------------------------------------------------------------------
+
+inbox::shared_window::shared_window(inbox& target) noexcept : target_(target) {
+  // seq_cst: the store-load pair with state_ (see "No lost wake-up" in inbox.h).
+  target_.shared_active_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+inbox::shared_window::~shared_window() {
+  // release: pairs with the seq_cst loads in anything_active(); whoever reads the count after
+  // this decrement also sees what this window pushed.
+  target_.shared_active_.fetch_sub(1, std::memory_order_release);
+}
+
+void inbox::post_shared(envelope::kind what, inbox_task task, clock::time_point due,
+                        inbox_channel* lane) {
+  const shared_window window(*this);
+  const std::uint32_t state = state_.value.load(std::memory_order_seq_cst);  // "No lost wake-up"
+  if ((state & kStopped) != 0) {
+    throw_stopped();
+  }
+  const bool counted = what != envelope::kind::open_channel;
+  // relaxed: counters; the push below (a release) orders them before the consumer's pop.
+  shared_pushed_.fetch_add(1, std::memory_order_relaxed);
+  if (counted) {
+    shared_posted_.fetch_add(1, std::memory_order_relaxed);
+  }
+  try {
+    shared_.push(envelope{ std::move(task), due, lane, what });
+  } catch (...) {
+    shared_pushed_.fetch_sub(1, std::memory_order_relaxed);
+    if (counted) {
+      shared_posted_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    throw;
+  }
+  if ((state & kSleeping) != 0) {
+    wake();
+  }
+}
+
+inbox_channel* inbox::open_channel() {
+  auto lane = std::make_unique<inbox_channel>(id_);
+  {
+    const std::lock_guard lock(registry_mutex_);
+    registry_.push_back(lane.get());
+  }
+  try {
+    post_shared(envelope::kind::open_channel, nullptr, {}, lane.get());
+  } catch (...) {
+    const std::lock_guard lock(registry_mutex_);
+    std::erase(registry_, lane.get());
+    throw;
+  }
+  return lane.release();
+}
+
+void inbox::throw_stopped() {
+  throw executor_stopped("cyan::dispatch::handler_thread: post after stop()");
+}
+
+void inbox::wake() noexcept {
+  // acq_rel: only the caller that clears the flag sends the wake-up, once per sleep.
+  if ((state_.value.fetch_and(~kSleeping, std::memory_order_acq_rel) & kSleeping) != 0) {
+    owner_->wake_thread();
+  }
+}
+
+void inbox::stop(bool discard) noexcept {
+  const shared_window window(*this);  // finish() waits for it, so the waker outlives the wake
+  const std::uint32_t bits = kStopped | (discard ? kDiscard : 0);
+  if ((state_.value.fetch_or(bits, std::memory_order_seq_cst) & kSleeping) != 0) {
+    wake();
+  }
+}
+
+void inbox::notify() noexcept {
+  const shared_window window(*this);
+  if ((state_.value.load(std::memory_order_seq_cst) & kSleeping) != 0) {
+    wake();
+  }
+}
+
+inbox::counters inbox::read_counters() const {
+  counters result;
+  const std::lock_guard lock(registry_mutex_);
+  // acquire: pairs with the release stores in run_task()/cancel_task(); every task counted there
+  // was counted as posted before it was pushed, so the posted counts read next are not smaller.
+  result.executed = executed_.load(std::memory_order_acquire);
+  result.cancelled = cancelled_.load(std::memory_order_acquire);
+  result.posted = retired_posted_ + shared_posted_.load(std::memory_order_relaxed);
+  for (const inbox_channel* lane : registry_) {
+    result.posted += lane->posted();
+  }
+  return result;
+}
+
+// ---- consumer side ------------------------------------------------------------------------
+
+std::size_t inbox::drain(std::size_t budget) noexcept {
+  const std::size_t taken = drain_shared(budget);
+  return taken + drain_lanes(budget);
+}
+
+std::size_t inbox::drain_shared(std::size_t budget) noexcept {
+  // relaxed: a hint; an envelope whose count is not visible yet is taken in a later round
+  // (prepare_sleep() and finish() look at the queue itself).
+  if (shared_pushed_.load(std::memory_order_relaxed) == shared_popped_) {
+    return 0;
+  }
+  std::size_t taken = 0;
+  envelope item;
+  while (taken < budget && shared_.try_pop(item)) {
+    ++taken;
+    ++shared_popped_;
+    handle(item);
+  }
+  return taken;
+}
+
+std::size_t inbox::drain_lanes(std::size_t budget) noexcept {
+  auto take = [this](inbox_task&& task) noexcept { take_task(task); };
+  std::size_t taken = 0;
+  inbox_channel** link = &lanes_;
+  while (inbox_channel* lane = *link) {
+    const std::size_t count = lane->consume(budget, take);
+    taken += count;
+    if (count < budget && lane->closed() && !lane->has_tasks()) {
+      *link = lane->next_lane;  // the producer thread exited and its lane is empty
+      retire(lane);
+      continue;
+    }
+    link = &lane->next_lane;
+  }
+  return taken;
+}
+
+void inbox::handle(envelope& item) noexcept {
+  switch (item.what) {
+    case envelope::kind::task:
+      take_task(item.task);
+      return;
+    case envelope::kind::delayed:
+      if (discarding()) {
+        cancel_task(item.task);
+        return;
+      }
+      try {
+        owner_->schedule(item.due, std::move(item.task));
+      } catch (std::exception& error) {  // e.g. std::bad_alloc: the task cannot be kept
+        cancel_task(item.task);
+        owner_->report(error);
+      }
+      return;
+    case envelope::kind::open_channel:
+      item.channel->next_lane = lanes_;
+      lanes_ = item.channel;
+      return;
+  }
+}
+
+void inbox::take_task(inbox_task& task) noexcept {
+  if (discarding()) {
+    cancel_task(task);
+  } else {
+    run_task(task);
+  }
+}
+
+void inbox::retire(inbox_channel* lane) noexcept {
+  {
+    const std::lock_guard lock(registry_mutex_);
+    std::erase(registry_, lane);
+    retired_posted_ += lane->posted();
+  }
+  inbox_channel::release(lane);
+}
+
+bool inbox::looks_busy() const noexcept {
+  // relaxed: a hint for spinning; prepare_sleep() decides with the real protocol.
+  if ((state_.value.load(std::memory_order_relaxed) & kStopped) != 0 ||
+      shared_pushed_.load(std::memory_order_relaxed) != shared_popped_) {
+    return true;
+  }
+  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+    if (lane->has_tasks()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool inbox::anything_active() const noexcept {
+  // seq_cst loads: see "No lost wake-up" and "Stop" in inbox.h.
+  bool active = shared_active_.load(std::memory_order_seq_cst) != 0;
+  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+    active = lane->busy() || active;
+  }
+  return active;
+}
+
+bool inbox::anything_queued() const noexcept {
+  if (!shared_.empty()) {
+    return true;
+  }
+  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+    if (lane->has_tasks()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool inbox::prepare_sleep(bool (*extra_work)(void*) noexcept, void* context) noexcept {
+  const std::uint32_t before = state_.value.fetch_or(kSleeping, std::memory_order_seq_cst);
+  asymmetric_fence::heavy();  // pairs with the producers' light_store() of `active`
+  if ((before & kStopped) == 0 && !anything_active() && !anything_queued() &&
+      (extra_work == nullptr || !extra_work(context))) {
+    return true;
+  }
+  woke();
+  return false;
+}
+
+void inbox::woke() noexcept {
+  // relaxed: clearing the flag publishes nothing; the next prepare_sleep() sets it with seq_cst.
+  state_.value.fetch_and(~kSleeping, std::memory_order_relaxed);
+}
+
+void inbox::finish() noexcept {
+  // kStopped is set (we saw it): after this fence every post either shows as active below or
+  // sees kStopped and throws (see "Stop" in inbox.h).
+  asymmetric_fence::heavy();
+  for (;;) {
+    // Looked at before draining: a post seen inactive here has pushed already (or will see
+    // kStopped and throw), so the drain below takes its task.
+    const bool active = anything_active();
+    const std::size_t taken = drain(std::numeric_limits<std::size_t>::max());
+    if (taken == 0 && !active) {
+      return;
+    }
+    if (taken == 0) {
+      std::this_thread::yield();  // a post is between its check and its push
+    }
+  }
+}
+
+void inbox::mark_finished() noexcept {
+  state_.value.fetch_or(kFinished, std::memory_order_seq_cst);
+}
+
+void inbox::report_unknown() noexcept {
+  std::runtime_error error("unknown exception");
+  owner_->report(error);
+}
+
+}  // namespace cyan::dispatch::detail
