@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "libev.h"
+
 namespace cyan::event {
 namespace {
 
@@ -24,7 +26,6 @@ constexpr timer_wheel::duration kMaxDelay{ std::int64_t{ 1 } << 62 };
 
 timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
     : resolution_(checked_resolution(resolution)),
-      origin_(clock_type::now()),
       core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
       timer_(std::move(owner)) {
   timer_.set_callback([this] { on_timer(); });
@@ -56,15 +57,15 @@ void timer_wheel::stop() noexcept {
 
 timer_wheel::id timer_wheel::post(callback f, duration delay) {
   timer_.assert_loop_thread();
-  const clock_type::time_point now = clock_type::now();
+  const clock_type::time_point now = loop_time();
   if (core_.empty() && !core_.advancing()) {
-    core_.advance_to(tick_at(now));  // nothing to run: only places new entries from today
+    core_.advance_to(tick_at(now));  // nothing to run: new entries are placed from today
   }
   const tick_type due = std::max(due_tick(now, delay), core_.now() + 1);
   const detail::timer_wheel_core::id_type entry = core_.insert(due, std::move(f));
-  // An expiry already delivered but not yet run (is_pending) will re-arm by itself.
-  if (running_ && !core_.advancing() && !timer_.is_pending() &&
-      (!timer_.is_active() || due < armed_for_)) {
+  // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
+  // (is_pending) re-arms by itself.
+  if (due < armed_for_ && running_ && !core_.advancing() && !timer_.is_pending()) {
     rearm();
   }
   return id{ entry };
@@ -86,18 +87,24 @@ void timer_wheel::reserve(std::size_t entries) {
   core_.reserve(entries);
 }
 
+clock_type::time_point timer_wheel::loop_time() const noexcept {
+  // In one of the loop's rounds, the loop's time: what cyan::event::timer counts from, so equal
+  // delays posted in one round share a due tick. Outside them the loop's time is as old as its
+  // last round, so the clock is read.
+  return ev_depth(get_loop()->native_handle()) > 0 ? get_loop()->now() : clock_type::now();
+}
+
 timer_wheel::tick_type timer_wheel::tick_at(clock_type::time_point t) const noexcept {
-  const duration elapsed = std::chrono::duration_cast<duration>(t - origin_);
-  return elapsed > duration::zero() ? static_cast<tick_type>(elapsed / resolution_) : 0;
+  const duration since_epoch = std::chrono::duration_cast<duration>(t.time_since_epoch());
+  return since_epoch > duration::zero() ? static_cast<tick_type>(since_epoch / resolution_) : 0;
 }
 
 timer_wheel::tick_type timer_wheel::due_tick(clock_type::time_point now,
                                              duration delay) const noexcept {
   // Rounded up: the tick boundary at or after the due time, so nothing runs early.
-  const auto elapsed = static_cast<tick_type>(
-      std::max(std::chrono::duration_cast<duration>(now - origin_), duration::zero()).count());
-  const auto wait = static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
-  const auto total = elapsed + wait;
+  const duration since_epoch = std::chrono::duration_cast<duration>(now.time_since_epoch());
+  const auto total = static_cast<tick_type>(std::max(since_epoch, duration::zero()).count()) +
+                     static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
   const auto step = static_cast<tick_type>(resolution_.count());
   return total / step + (total % step != 0 ? 1 : 0);
 }
@@ -134,15 +141,16 @@ void timer_wheel::rearm() {
 }
 
 clock_type::duration timer_wheel::time_until(tick_type tick) const noexcept {
-  // A tick more than a day ahead (only the overflow list's, or a coarse resolution's) is
-  // looked at again in a day rather than risking overflow in the multiplication.
+  // Measured from the time the loop timer counts from. A tick more than a day ahead (only the
+  // overflow list's, or a coarse resolution's) is looked at again in a day instead, which keeps
+  // the multiplication below from overflowing.
   constexpr std::chrono::hours kLongestWait{ 24 };
-  const clock_type::time_point now = clock_type::now();
+  const clock_type::time_point now = loop_time();
   const tick_type current = tick_at(now);
   if (tick > current && tick - current > static_cast<tick_type>(kLongestWait / resolution_)) {
     return kLongestWait;
   }
-  const clock_type::time_point at = origin_ + resolution_ * static_cast<std::int64_t>(tick);
+  const clock_type::time_point at{ resolution_ * static_cast<std::int64_t>(tick) };
   return std::max(at - now, clock_type::duration::zero());
 }
 

@@ -41,7 +41,20 @@ timer_wheel_core::~timer_wheel_core() {
 }
 
 void timer_wheel_core::reserve(std::size_t entries) {
-  nodes_.reserve(first_entry_ + entries);
+  // Built now, not just reserved: first touching fresh pages costs far more than an insert.
+  const std::size_t target = first_entry_ + entries;
+  if (target <= nodes_.size()) {
+    return;
+  }
+  if (target > std::numeric_limits<index_type>::max()) {
+    throw std::length_error("timer_wheel: too many entries");
+  }
+  const auto first_new = static_cast<index_type>(nodes_.size());
+  nodes_.resize(target);
+  for (auto i = static_cast<index_type>(target); i-- > first_new;) {  // lowest index first out
+    nodes_[i].next = free_head_;
+    free_head_ = i;
+  }
 }
 
 timer_wheel_core::id_type timer_wheel_core::insert(tick_type due, callback f) {
@@ -67,10 +80,14 @@ bool timer_wheel_core::cancel(id_type id) noexcept {
     return false;
   }
   unlink(i);
-  callback doomed = std::move(entry.fn);
-  release(i);
   --size_;
-  return true;  // `doomed` is destroyed last: its destructor may use the core
+  // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
+  // it gone, one that inserts cannot be handed this node.
+  entry.list = kNone;
+  ++entry.generation;
+  entry.fn = nullptr;
+  free_node(i);
+  return true;
 }
 
 void timer_wheel_core::advance_to(tick_type target) noexcept {
@@ -124,11 +141,15 @@ timer_wheel_core::index_type timer_wheel_core::allocate() {
 void timer_wheel_core::release(index_type i) noexcept {
   node& entry = nodes_[i];
   entry.list = kNone;
-  if (entry.generation == std::numeric_limits<std::uint32_t>::max()) {
-    return;  // retired: reusing it would reissue an id
-  }
   ++entry.generation;
-  entry.next = free_head_;
+  free_node(i);
+}
+
+void timer_wheel_core::free_node(index_type i) noexcept {
+  if (nodes_[i].generation == 0) {
+    return;  // the generation wrapped: reusing the node could reissue an id, so it is retired
+  }
+  nodes_[i].next = free_head_;
   free_head_ = i;
 }
 

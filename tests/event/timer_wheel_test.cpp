@@ -12,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "event/loop_support.h"
@@ -68,6 +69,41 @@ TEST_F(TimerWheelTest, RunsEachEntryNotBeforeItsDelayAndInDueOrder) {
   }
   EXPECT_TRUE(wheel.empty());
   EXPECT_FALSE(wheel.is_armed());
+}
+
+TEST_F(TimerWheelTest, PostsOutsideTheLoopCountFromNowNotFromTheLoopsLastRound) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  loop_->run_nowait();                // the loop's time is this moment...
+  std::this_thread::sleep_for(60ms);  // ...and is stale while the loop does not run
+  const clock_type::time_point posted = clock_type::now();
+  clock_type::time_point ran{};
+  wheel.post([&] { ran = clock_type::now(); }, 30ms);
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - posted, 30ms) << "counted from the loop's stale time";
+}
+
+TEST_F(TimerWheelTest, PostsFromACallbackCountFromTheLoopsTimeLikeTimers) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  clock_type::time_point round_started{};
+  clock_type::time_point ran{};
+  std::vector<int> order;
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {
+    round_started = loop_->now();
+    wheel.post([&] { ran = clock_type::now(); }, 20ms);
+    for (int i = 0; i < 50; ++i) {  // one round's equal delays share a due tick
+      wheel.post([&order, i] { order.push_back(i); }, 10ms);
+    }
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - round_started, 20ms);
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  }
 }
 
 TEST_F(TimerWheelTest, EqualDelaysRunInPostOrder) {

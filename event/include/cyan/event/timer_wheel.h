@@ -21,11 +21,13 @@ namespace cyan::event {
 /// connections, retries — timeouts that are mostly cancelled before they fire.
 ///
 /// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An
-/// entry posted with `delay` is due at the clock's reading inside post() plus `delay` — read
-/// afresh, not the loop's cached time, so an entry posted late in a long callback still waits its
-/// full delay. It runs on the first tick boundary at or after that (never earlier), which on an
-/// unloaded loop is within one tick of it. Entries due at the same tick run in post order; one
-/// posted with no delay from a wheel callback runs on the next tick.
+/// entry posted with `delay` is due `delay` after the loop's time, counted like
+/// cyan::event::timer: from one of the loop's callbacks, the moment the loop woke up for that
+/// round (loop::now()); outside the loop's rounds, a fresh clock reading. It runs on the first
+/// tick boundary at or after its due time (never earlier), which on an unloaded loop is within
+/// one tick of it. Entries due at the same tick run in post order (so equal delays posted in one
+/// round run in post order); one posted with no delay from a wheel callback runs on the next
+/// tick.
 ///
 /// One loop timer drives the wheel. It is active only while the wheel is started and holds
 /// entries, and is set for the next tick that has work (an entry to run, or a far slot to move
@@ -98,6 +100,7 @@ class timer_wheel : noncopyable {
     using timer::timer;
   };
 
+  [[nodiscard]] loop::clock::time_point loop_time() const noexcept;
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
   [[nodiscard]] tick_type due_tick(loop::clock::time_point now, duration delay) const noexcept;
   void on_timer();
@@ -106,8 +109,7 @@ class timer_wheel : noncopyable {
   void rearm();
   void disarm() noexcept;
 
-  duration resolution_;
-  loop::clock::time_point origin_;  // tick 0
+  duration resolution_;  // tick n starts n * resolution_ after loop::clock's epoch
   detail::timer_wheel_core core_;
   loop_timer timer_;  // after core_: destroyed (stopped) first
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for

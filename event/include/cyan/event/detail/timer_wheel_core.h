@@ -83,7 +83,8 @@ class timer_wheel_core : noncopyable {
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   /// True while advance_to() runs.
   [[nodiscard]] bool advancing() const noexcept { return advancing_; }
-  /// Makes room for `entries` entries in total without further allocation.
+  /// Makes room for `entries` entries in total, so that holding that many never allocates.
+  /// Throws std::bad_alloc, or std::length_error beyond 2^32 entries.
   void reserve(std::size_t entries);
 
  private:
@@ -101,7 +102,9 @@ class timer_wheel_core : noncopyable {
   };
 
   index_type allocate();
+  // Marks a node free (a new generation) and puts it on the free list.
   void release(index_type i) noexcept;
+  void free_node(index_type i) noexcept;
   void link_back(index_type list, index_type i) noexcept;
   void unlink(index_type i) noexcept;
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
