@@ -230,6 +230,31 @@ TEST_F(SpscRing, TryPushNKeepsTheElementsBuiltBeforeAThrow) {
   EXPECT_TRUE(ring.empty());
 }
 
+TEST_F(SpscRing, BatchCallsWrapPastTheEndOfTheSlots) {
+  spsc_ring<lifecycle> ring(8);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(ring.try_emplace(i));
+  }
+  EXPECT_EQ(ring.consume_all([](lifecycle&&) {}), 6u);  // head and tail now at slot 6
+  std::vector<lifecycle> input;
+  for (int i = 10; i < 15; ++i) {
+    input.emplace_back(i);
+  }
+  lifecycle::throw_countdown = 4;  // slots 6 and 7, then slot 0, then the 4th copy (slot 1) throws
+  EXPECT_THROW((void)ring.try_push_n(input.cbegin(), input.size()), std::runtime_error);
+  ASSERT_EQ(ring.size(), 3u) << "the copies before the wrap and after it are published";
+  EXPECT_EQ(ring.try_push_n(input.cbegin() + 3, 2), 2u);  // slots 1 and 2
+  std::vector<lifecycle> out;
+  EXPECT_EQ(ring.pop_n(std::back_inserter(out), 3), 3u);  // slots 6, 7, 0
+  std::vector<std::int64_t> seen;
+  for (const lifecycle& item : out) {
+    seen.push_back(item.value);
+  }
+  EXPECT_EQ(ring.consume_all([&](lifecycle&& item) { seen.push_back(item.value); }), 2u);
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{ 10, 11, 12, 13, 14 }));
+  EXPECT_TRUE(ring.empty());
+}
+
 TEST_F(SpscRing, PopNTakesAtMostMaxOldestFirst) {
   spsc_ring<int> ring(8);
   for (int i = 0; i < 6; ++i) {

@@ -107,12 +107,13 @@ class spsc_ring : noncopyable {
     if (end == tail) {
       return 0;
     }
-    const slot_span slots = span();
     size_type next = tail;
     const detail::publish_index_on_exit publish{ producer_.tail, next };  // also when a copy throws
-    for (; next != end; ++next, ++first) {
-      ::new (slots.storage(next)) T(*first);
-    }
+    span().for_each_run(tail, end - tail, [&](slot* run, slot* run_end) {
+      for (; run != run_end; ++run, ++first, ++next) {
+        ::new (run->storage()) T(*first);
+      }
+    });
     return end - tail;
   }
 
@@ -171,16 +172,17 @@ class spsc_ring : noncopyable {
     if (end == head) {
       return 0;
     }
-    const slot_span slots = span();
     size_type next = head;
     const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when a move throws
-    while (next != end) {
-      T* item = slots.element(next);
-      *out = std::move(*item);
-      std::destroy_at(item);
-      ++next;
-      ++out;
-    }
+    span().for_each_run(head, end - head, [&](slot* run, slot* run_end) {
+      for (; run != run_end; ++run) {
+        T* item = run->element();
+        *out = std::move(*item);
+        std::destroy_at(item);
+        ++next;
+        ++out;
+      }
+    });
     return end - head;
   }
 
@@ -205,13 +207,15 @@ class spsc_ring : noncopyable {
     if (end == head) {
       return 0;
     }
-    const slot_span slots = span();
     size_type next = head;
     const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when f throws
-    while (next != end) {
-      const detail::destroy_element_on_exit<T> destroy{ slots.element(next++) };
-      f(std::move(*destroy.item));
-    }
+    span().for_each_run(head, end - head, [&](slot* run, slot* run_end) {
+      for (; run != run_end; ++run) {
+        ++next;  // consumed even if f throws
+        const detail::destroy_element_on_exit<T> destroy{ run->element() };
+        f(std::move(*destroy.item));
+      }
+    });
     return end - head;
   }
 
@@ -234,6 +238,9 @@ class spsc_ring : noncopyable {
  private:
   struct slot {
     alignas(T) std::byte bytes[sizeof(T)];
+
+    void* storage() noexcept { return bytes; }
+    T* element() noexcept { return std::launder(reinterpret_cast<T*>(bytes)); }
   };
   static_assert(sizeof(slot) == sizeof(T));
 
@@ -270,15 +277,22 @@ class spsc_ring : noncopyable {
     slot* slots;
     size_type mask;
 
-    void* storage(size_type index) const noexcept { return slots[index & mask].bytes; }
-    T* element(size_type index) const noexcept {
-      return std::launder(static_cast<T*>(storage(index)));
+    // Calls run(begin, end) for the slots of indexes [from, from + count): one contiguous run,
+    // or two when they wrap past the end of the array.
+    template <typename Run>
+    void for_each_run(size_type from, size_type count, Run&& run) const {
+      const size_type offset = from & mask;
+      const size_type before_wrap = std::min(count, mask + 1 - offset);
+      run(slots + offset, slots + offset + before_wrap);
+      if (before_wrap != count) {
+        run(slots, slots + (count - before_wrap));
+      }
     }
   };
 
   slot_span span() const noexcept { return { slots_, mask_ }; }
-  void* storage(size_type index) const noexcept { return span().storage(index); }
-  T* element(size_type index) const noexcept { return span().element(index); }
+  void* storage(size_type index) const noexcept { return slots_[index & mask_].storage(); }
+  T* element(size_type index) const noexcept { return slots_[index & mask_].element(); }
 
   // [producer] Free slots seen from `tail`; re-reads head only when the cache shows < wanted.
   size_type free_slots(size_type tail, size_type wanted) noexcept {
