@@ -4,6 +4,7 @@
 //   async   a worker thread reports finished jobs to the main thread
 //   idle    runs once the loop has nothing else to do, then stops itself
 //   signal  Ctrl-C (SIGINT) stops the loop
+//   wheel   five request deadlines on a timer_wheel: answered requests cancel theirs
 //
 // The program also stops on its own after two seconds, so CI can run it; it exits non-zero if
 // a watcher never ran.
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "cyan/event.h"
 
@@ -62,6 +64,32 @@ int main() {
   });
   interrupt.start();
 
+  // Many cheap one-shot timeouts on one loop timer: each request gets a 700 ms deadline; the
+  // even-numbered ones are answered after 200 ms and cancel theirs, the others time out.
+  cyan::event::timer_wheel wheel{ cyan::this_thread::get_event_loop() };
+  wheel.start();
+  constexpr int kRequests = 5;
+  int timed_out = 0;
+  std::vector<cyan::event::timer_wheel::id> deadlines;
+  for (int request = 0; request < kRequests; ++request) {
+    deadlines.push_back(wheel.post(
+        [&timed_out, request] {
+          std::printf("wheel: request %d timed out\n", request);
+          ++timed_out;
+        },
+        700ms));
+  }
+  int answered = 0;
+  wheel.post(
+      [&] {
+        for (int request = 0; request < kRequests; request += 2) {
+          answered += wheel.cancel(deadlines[request]) ? 1 : 0;
+        }
+        std::printf("wheel: %d requests answered in time, %zu deadlines left\n", answered,
+                    wheel.size());
+      },
+      200ms);
+
   cyan::event::timer shutdown{ main_loop };
   shutdown.set_timeout(2s);
   shutdown.set_callback([&] {
@@ -74,8 +102,9 @@ int main() {
   main_loop->start();
   worker.join();  // the async must outlive every send()
 
-  std::printf("done: %d timer ticks, %d jobs seen, idle %s\n", ticks, jobs_seen,
-              idled ? "ran" : "never ran");
+  std::printf("done: %d timer ticks, %d jobs seen, idle %s, %d requests answered, %d timed out\n",
+              ticks, jobs_seen, idled ? "ran" : "never ran", answered, timed_out);
   const bool interrupted = shutdown.is_active();
-  return interrupted || (ticks > 0 && jobs_seen > 0 && idled) ? 0 : 1;
+  const bool wheel_ok = answered == 3 && timed_out == 2;
+  return interrupted || (ticks > 0 && jobs_seen > 0 && idled && wheel_ok) ? 0 : 1;
 }
