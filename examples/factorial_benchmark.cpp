@@ -326,8 +326,8 @@ int main() {
       "factorial benchmark: dispatch %zu tasks of f(i %% 20 + 1), compute %zu tasks of "
       "f(i); %d reps\n",
       dispatch.tasks, compute.tasks, cyan::bench::repetitions());
-  std::printf("cyan global_concurrent_pool and asio thread_pool: %u threads each\n",
-              pool_threads());
+  std::printf("threads: cyan global_concurrent_pool %zu, asio thread_pool %u\n",
+              cyan::dispatch::global_concurrent_pool().size(), pool_threads());
   std::printf("std::async default policy: %s\n", describe_std_async().c_str());
   std::printf("cyan async waits for completion with an atomic countdown + std::latch\n");
   std::fflush(stdout);
