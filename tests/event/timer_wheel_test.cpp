@@ -356,4 +356,18 @@ TEST_F(TimerWheelTest, RejectsBadArguments) {
   EXPECT_TRUE(wheel.empty());
 }
 
+#ifndef NDEBUG
+TEST(TimerWheelDeathTest, LoopThreadOnlyCallsAssertInDebugBuilds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto owner = std::make_shared<loop>();
+        timer_wheel wheel{ owner };  // created before the loop runs: any thread may prepare it
+        owner->run_nowait();         // binds the loop to this thread
+        std::thread([&] { wheel.post([] {}, 1ms); }).join();
+      },
+      "loop-thread-only call made from another thread");
+}
+#endif
+
 }  // namespace

@@ -40,6 +40,8 @@ namespace cyan::event {
 ///
 /// Errors: an exception thrown by a callback goes to the loop's error handler; the entries left
 /// in that tick still run, in order, in the loop's next round (before any later tick).
+///
+/// Neither copyable nor movable: the loop timer's callback points at the wheel.
 class timer_wheel : noncopyable {
  public:
   /// Names a posted entry for cancel(). Never reused within one wheel's life; id{} is never
@@ -64,9 +66,10 @@ class timer_wheel : noncopyable {
   /// From a wheel callback, the entries after it in the same tick wait too.
   void stop() noexcept;
 
-  /// Adds `f`, to run once `delay` from now (zero or negative: on the next tick). Works whether
-  /// the wheel is started or not. Throws std::invalid_argument when `f` is empty, std::bad_alloc
-  /// when the wheel cannot grow (nothing is added then).
+  /// Adds `f`, to run once `delay` from now (zero or negative: on the next tick; beyond 2^62 ns,
+  /// about 146 years: after 2^62 ns). Works whether the wheel is started or not. Throws
+  /// std::invalid_argument when `f` is empty, std::bad_alloc when the wheel cannot grow (nothing
+  /// is added then).
   id post(callback f, duration delay);
 
   /// Removes an entry that has not run yet and destroys its callback. Returns false when `entry`
