@@ -20,20 +20,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using cyan::event::async;
-using cyan::event::loop;
 using cyan::test::run_once_until;
 using cyan::test::run_until_stopped;
 
-class AsyncTest : public testing::Test {
- protected:
-  void TearDown() override {
-    std::weak_ptr<loop> alive = loop_;
-    loop_.reset();
-    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
-  }
-
-  std::shared_ptr<loop> loop_ = std::make_shared<loop>();
-};
+class AsyncTest : public cyan::test::fresh_loop_test {};
 
 TEST_F(AsyncTest, SendsBeforeTheLoopRunsCoalesceIntoOneCallback) {
   int callbacks = 0;

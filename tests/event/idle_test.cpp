@@ -16,19 +16,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using cyan::event::idle;
-using cyan::event::loop;
 using cyan::test::run_until_stopped;
 
-class IdleTest : public testing::Test {
- protected:
-  void TearDown() override {
-    std::weak_ptr<loop> alive = loop_;
-    loop_.reset();
-    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
-  }
-
-  std::shared_ptr<loop> loop_ = std::make_shared<loop>();
-};
+class IdleTest : public cyan::test::fresh_loop_test {};
 
 TEST_F(IdleTest, StopsItself) {
   int calls = 0;

@@ -16,7 +16,6 @@
 namespace {
 
 using cyan::event::io;
-using cyan::event::loop;
 using cyan::test::run_until_stopped;
 
 // A pair of connected descriptors, closed at the end of the test.
@@ -31,16 +30,7 @@ struct descriptor_pair {
   }
 };
 
-class IoTest : public testing::Test {
- protected:
-  void TearDown() override {
-    std::weak_ptr<loop> alive = loop_;
-    loop_.reset();
-    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
-  }
-
-  std::shared_ptr<loop> loop_ = std::make_shared<loop>();
-};
+class IoTest : public cyan::test::fresh_loop_test {};
 
 TEST_F(IoTest, PipeBecomesReadable) {
   descriptor_pair pipe_ends;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +45,19 @@ bool run_once_until(const std::shared_ptr<event::loop>& loop, Done done,
   }
   return !expired;
 }
+
+/// A test with a loop of its own, which proves at the end that no watcher outlived the test:
+/// the fixture's reference to the loop must be the last one.
+class fresh_loop_test : public testing::Test {
+ protected:
+  void TearDown() override {
+    std::weak_ptr<event::loop> alive = loop_;
+    loop_.reset();
+    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
+  }
+
+  std::shared_ptr<event::loop> loop_ = std::make_shared<event::loop>();
+};
 
 /// An integer from the environment (stress sizes), or `fallback`.
 inline std::uint64_t env_or(const char* name, std::uint64_t fallback) {

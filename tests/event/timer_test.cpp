@@ -20,15 +20,8 @@ using cyan::event::timer;
 using cyan::test::run_until_stopped;
 using clock_type = loop::clock;
 
-class TimerTest : public testing::Test {
+class TimerTest : public cyan::test::fresh_loop_test {
  protected:
-  // Every test ends with all of its watchers gone: the loop's last reference is the fixture's.
-  void TearDown() override {
-    std::weak_ptr<loop> alive = loop_;
-    loop_.reset();
-    EXPECT_TRUE(alive.expired()) << "a watcher outlived its test";
-  }
-
   // Stops the loop `after` from now; the timer must live until the run ends.
   timer stopper(clock_type::duration after) {
     timer t{ loop_ };
@@ -37,8 +30,6 @@ class TimerTest : public testing::Test {
     t.start();
     return t;
   }
-
-  std::shared_ptr<loop> loop_ = std::make_shared<loop>();
 };
 
 TEST_F(TimerTest, OneShotFiresOnceNotBeforeItsTimeout) {

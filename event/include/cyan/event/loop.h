@@ -65,7 +65,8 @@ class loop : noncopyable {
   /// Destroys the libev loop. Every watcher holds a shared_ptr to its loop, so none is left.
   ~loop();
 
-  /// Runs callbacks until stop(); returns at once when a stop() arrived before it. Throws
+  /// Runs callbacks until stop() (watchers or none); returns at once when a stop() arrived
+  /// before it. The caller keeps the loop alive meanwhile (holds a shared_ptr). Throws
   /// std::logic_error when called from one of this loop's callbacks.
   void start();
 
@@ -75,9 +76,9 @@ class loop : noncopyable {
   /// Runs the callbacks of the events ready now, without waiting.
   void run_nowait();
 
-  /// Makes the running start() (or run_once()) return after the current callback; when the
-  /// loop is not running, the next start() returns at once. Wakes a loop that is waiting.
-  /// [any thread]
+  /// Makes the running start() (or run_once()) return once the callbacks already due in this
+  /// round have run; when the loop is not running, the next start() returns at once. Wakes a
+  /// loop that is waiting. [any thread]
   void stop() noexcept;
 
   /// The loop's idea of the current time: refreshed each time the loop wakes up, and by a
@@ -97,10 +98,11 @@ class loop : noncopyable {
   /// the default (print to stderr). It runs on the loop's thread; what it throws is printed.
   void set_error_handler(error_handler handler) noexcept;
 
-  /// libev's loop, for code that drives libev directly. [any thread]
+  /// libev's loop, for code that drives libev directly (its userdata and invoke-pending hook
+  /// belong to cyan). [any thread]
   [[nodiscard]] struct ev_loop* native_handle() const noexcept { return raw_; }
 
-  /// Backends libev supports on this system, best first. [any thread]
+  /// Backends libev supports on this system, in libev's order of preference. [any thread]
   [[nodiscard]] static std::vector<event::backend> supported_backends();
 
   /// The backends backend::automatic chooses from. [any thread]
