@@ -1,6 +1,11 @@
 #include "cyan/event/io.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 #include <utility>
 
 #include "libev.h"
@@ -23,6 +28,10 @@ io::io(std::shared_ptr<loop> owner) : basic_watcher(detail::watcher_kind::io, st
 void io::set_file_descriptor(int fd) {
   if (fd < 0) {
     throw std::invalid_argument("cyan::event::io: a file descriptor cannot be negative");
+  }
+  if (::fcntl(fd, F_GETFD) == -1) {
+    throw std::system_error(errno, std::generic_category(),
+                            "cyan::event::io: file descriptor " + std::to_string(fd));
   }
   configure(fd, interest());
 }
@@ -59,8 +68,8 @@ void io::configure(int fd, events interest) {
   }
 }
 
-// EV_ERROR means libev found the descriptor unusable and stopped the watcher; libev's advice is
-// to treat it as read and write readiness, so the caller's next I/O call reports the error.
+// EV_ERROR means libev could not watch the descriptor and stopped the watcher; libev's advice
+// is to treat it as read and write readiness, so the caller's next I/O call reports the error.
 void io::on_raw_event(int revents) noexcept {
   dispatch((revents & EV_ERROR) != 0 ? kReadWrite : revents & kReadWrite);
 }

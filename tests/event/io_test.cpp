@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,24 @@ TEST_F(IoTest, MovedActiveWatcherKeepsWatching) {
   ASSERT_EQ(::write(pipe_ends.fds[1], "x", 1), 1);
   ASSERT_TRUE(run_until_stopped(loop_));
   EXPECT_EQ(calls, 1);
+}
+
+TEST_F(IoTest, RejectsADescriptorThatIsNotOpen) {
+  // libev treats a closed descriptor under a watcher as a program bug (Debian's build aborts),
+  // so set_file_descriptor() refuses one up front.
+  descriptor_pair pipe_ends;
+  ASSERT_EQ(::pipe(pipe_ends.fds), 0);
+  const int closed = ::dup(pipe_ends.fds[0]);
+  ASSERT_GE(closed, 0);
+  ASSERT_EQ(::close(closed), 0);
+  io watcher{ loop_ };
+  try {
+    watcher.set_file_descriptor(closed);
+    ADD_FAILURE() << "a closed descriptor was accepted";
+  } catch (const std::system_error& error) {
+    EXPECT_EQ(error.code(), std::errc::bad_file_descriptor);
+  }
+  EXPECT_EQ(watcher.file_descriptor(), -1);
 }
 
 TEST_F(IoTest, RejectsBadArguments) {

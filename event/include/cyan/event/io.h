@@ -30,8 +30,9 @@ enum class io_events : unsigned {
 /// Runs its callback when a file descriptor becomes ready, with the ready events. Level
 /// triggered: it runs every loop round while the descriptor stays ready, until the data is
 /// consumed or the watcher stopped. The watcher does not own the descriptor: stop it before
-/// closing the descriptor. When libev finds the descriptor invalid it stops the watcher and
-/// reports read | write, so the next read or write reports the error.
+/// closing the descriptor (libev treats a closed descriptor under a watcher as a program bug;
+/// Debian's libev aborts). When libev cannot watch the descriptor for another reason it stops
+/// the watcher and reports read | write, so the next read or write reports the error.
 ///
 /// Thread rules and moving: see detail::watcher_base.
 class io : public detail::basic_watcher<io_events> {
@@ -47,7 +48,7 @@ class io : public detail::basic_watcher<io_events> {
   ~io() = default;
 
   /// The descriptor to watch. Restarts an active watcher. Throws std::invalid_argument when
-  /// negative.
+  /// negative, std::system_error (EBADF) when it is not open.
   void set_file_descriptor(int fd);
 
   /// The watched descriptor, or -1 before set_file_descriptor().
