@@ -3,12 +3,16 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <functional>
 #include <utility>
 
+#include "cyan/common/noncopyable.h"
 #include "cyan/lockfree/detail/node_pool.h"
+#include "cyan/lockfree/detail/slab.h"
 #include "hazard_domain.h"
 
 namespace cyan::lockfree::detail {
@@ -72,6 +76,52 @@ hazard_record* add_record() noexcept {
   return record;
 }
 
+// Gathers a scan's block returns per slab, so that it pays one atomic add per slab rather than
+// one per node: with several consumers, neighbouring nodes of one slab end up in different
+// threads' retired lists, and every add is on a line the other consumers also write.
+class slab_returns : noncopyable {
+ public:
+  explicit slab_returns(std::size_t block_class) noexcept
+      : block_class_(block_class), slab_mask_(~(slab_bytes(block_class) - 1)) {}
+  ~slab_returns() {
+    for (std::size_t i = 0; i < used_; ++i) {
+      return_blocks(block_class_, entries_[i].slab, entries_[i].count);
+    }
+  }
+
+  void add(void* block) noexcept {
+    poison_blocks(block, 1, block_class_);
+    auto* slab =
+        reinterpret_cast<slab_header*>(reinterpret_cast<std::uintptr_t>(block) & slab_mask_);
+    for (std::size_t i = 0; i < used_; ++i) {
+      if (entries_[i].slab == slab) {
+        ++entries_[i].count;
+        return;
+      }
+    }
+    if (used_ < kEntries) {
+      entries_[used_++] = { slab, 1 };
+      return;
+    }
+    entry& evicted = entries_[next_eviction_++ % kEntries];
+    return_blocks(block_class_, evicted.slab, evicted.count);
+    evicted = { slab, 1 };
+  }
+
+ private:
+  // Enough for the slabs a scan meets at once: one being carved per producing thread.
+  static constexpr std::size_t kEntries = 16;
+  struct entry {
+    slab_header* slab;
+    std::uint32_t count;
+  };
+  std::size_t block_class_;
+  std::uintptr_t slab_mask_;
+  std::array<entry, kEntries> entries_;  // the first used_ are valid
+  std::size_t used_ = 0;
+  std::size_t next_eviction_ = 0;
+};
+
 }  // namespace
 
 hazard_domain& domain() noexcept {
@@ -104,7 +154,7 @@ void hazard_record::on_release() noexcept {
   scan();
   for (std::size_t block_class = 0; block_class < kBlockClassCount; ++block_class) {
     orphan_retired(block_class);
-    release_cache(block_class, /*share=*/true);
+    stop_carving(block_class);
   }
   tls_record = nullptr;
   // release: pairs with the exchange in reuse_idle_record() and with the load of active_ in
@@ -140,7 +190,9 @@ void hazard_record::scan() noexcept {
   }
   std::size_t kept = 0;
   for (std::size_t block_class = 0; block_class < kBlockClassCount; ++block_class) {
-    kept += reclaim_unprotected(block_class);
+    if (caches_[block_class].retired_count_ != 0) {
+      kept += reclaim_unprotected(block_class);
+    }
   }
   retired_total_ = kept;
 }
@@ -180,6 +232,7 @@ std::size_t hazard_record::reclaim_unprotected(std::size_t block_class) noexcept
   class_cache& cache = caches_[block_class];
   reclaimable* node = std::exchange(cache.retired_, nullptr);
   cache.retired_count_ = 0;
+  slab_returns returns(block_class);
   while (node != nullptr) {
     reclaimable* next = node->retired_next_;
     const void* address = node;
@@ -189,7 +242,7 @@ std::size_t hazard_record::reclaim_unprotected(std::size_t block_class) noexcept
       cache.retired_ = node;
       ++cache.retired_count_;
     } else {
-      deallocate(block_class, node);
+      returns.add(node);
     }
     node = next;
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -17,12 +18,15 @@ namespace cyan::lockfree {
 /// lock-free, every member except construction and destruction callable from any thread at once.
 ///
 /// Memory: nodes are reclaimed with hazard pointers (detail/hazard_record.h), so no node is freed
-/// while another thread may read it and there is no ABA. Freed nodes go to the calling thread's
-/// cache of node blocks, then to a small shared pool, then back to the system. Once drained and
-/// idle, the memory the queue's traffic still holds beyond its one dummy node is bounded by
-/// detail::retention_bound(): per thread that used it, fewer than detail::scan_threshold() retired
-/// nodes (64 + 8 per thread alive) and 128 cached nodes, plus 512 in the shared pool (for nodes up
-/// to 256 bytes; larger nodes are batched fewer at a time).
+/// while another thread may read it and there is no ABA. Each thread carves new nodes in order out
+/// of slabs (63 nodes in 4 KiB for nodes up to 64 bytes); a slab whose nodes have all been
+/// reclaimed is reused through a small process-wide pool (8 slabs per node size), or given back to
+/// the system when the pool is full. Once the queue is drained and the threads that used it are
+/// idle, its traffic therefore keeps at most detail::retention_bound() nodes' memory besides the
+/// slab holding its dummy: per thread, the slab it is carving and the slabs of its fewer than
+/// detail::scan_threshold() (64 + 8 per thread alive) retired nodes, plus the pool. That worst
+/// case assumes every retired node in a different slab; a drain by one thread leaves about ten
+/// slabs (630 nodes). The reserving constructor keeps more, until the queue is destroyed.
 ///
 /// Elements: any move-constructible T, including move-only and non-trivial ones. A value is
 /// constructed in its node by push/emplace and is moved out and destroyed only by the consumer
@@ -40,19 +44,29 @@ class queue : noncopyable {
 
   /// True on every platform with pointer-sized lock-free atomics (x86-64 and AArch64 among them):
   /// the queue needs only single-word loads, exchanges and CASes, never libatomic. Progress is
-  /// lock-free; the only blocking calls are to the system allocator, when a push finds the
-  /// thread's cache and the shared pool empty, and a thread's first call, which claims its record.
+  /// lock-free; the only blocking calls are to the system allocator, when a push needs a new slab
+  /// and the pool has none, and in a thread's first call, which claims its hazard record.
   static constexpr bool is_always_lock_free = std::atomic<node*>::is_always_lock_free;
 
   /// Same as is_always_lock_free. [any thread]
   static constexpr bool is_lock_free() noexcept { return is_always_lock_free; }
 
   /// An empty queue. Throws std::bad_alloc.
-  queue() {
-    node* dummy = pool::create(detail::local_record());
-    // relaxed: the queue is published to other threads by whatever hands them its address.
-    head_.value.store(dummy, std::memory_order_relaxed);
-    tail_.value.store(dummy, std::memory_order_relaxed);
+  queue() { initialize(); }
+
+  /// An empty queue that also keeps free memory for `reserved_nodes` nodes in the process-wide
+  /// node pool for as long as it lives, allocated now: pushes take it instead of calling the
+  /// system allocator, and a drained queue retains that much more. The pool is shared by every
+  /// container whose nodes have the same size. Like boost::lockfree::queue's capacity argument.
+  /// Throws std::bad_alloc.
+  explicit queue(std::size_t reserved_nodes)
+      : reserved_slabs_(detail::reserve_nodes(pool::kBlockClass, reserved_nodes)) {
+    try {
+      initialize();
+    } catch (...) {
+      detail::release_reservation(pool::kBlockClass, reserved_slabs_);
+      throw;
+    }
   }
 
   /// Destroys the elements still queued, each exactly once. No other thread may be using the
@@ -68,6 +82,7 @@ class queue : noncopyable {
       current->value_.destroy();
       pool::destroy(record, current);
     }
+    detail::release_reservation(pool::kBlockClass, reserved_slabs_);
   }
 
   /// Appends a copy of `value`. Throws what T's copy constructor throws, or std::bad_alloc; the
@@ -111,6 +126,13 @@ class queue : noncopyable {
   }
 
  private:
+  void initialize() {
+    node* dummy = pool::create(detail::local_record());
+    // relaxed: the queue is published to other threads by whatever hands them its address.
+    head_.value.store(dummy, std::memory_order_relaxed);
+    tail_.value.store(dummy, std::memory_order_relaxed);
+  }
+
   template <typename... Args>
   static node* make_node(detail::hazard_record& record, Args&&... args) {
     node* fresh = pool::create(record);
@@ -169,7 +191,7 @@ class queue : noncopyable {
       if (first == nullptr) {
         return nullptr;  // a linked-past node always has a successor: dummy was last
       }
-      first_guard.publish(first);
+      first_guard.publish_before_cas(first);
       if (head_.value.load() != dummy) {
         continue;  // dummy was unlinked meanwhile, and first may be gone too
       }
@@ -180,6 +202,7 @@ class queue : noncopyable {
         tail_.value.compare_exchange_strong(last, first);
         continue;
       }
+      // `first` is read only if this CAS succeeds, which proves it was still linked.
       if (head_.value.compare_exchange_strong(dummy, first)) {
         unlinked = dummy;
         return first;
@@ -191,6 +214,7 @@ class queue : noncopyable {
   cache_padded<std::atomic<node*>> head_;
   // Written by producers, and by consumers helping a lagging tail.
   cache_padded<std::atomic<node*>> tail_;
+  const std::size_t reserved_slabs_ = 0;
 };
 
 }  // namespace cyan::lockfree

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -16,8 +17,9 @@ namespace cyan::lockfree {
 /// An unbounded multi-producer multi-consumer LIFO stack (Treiber, 1986): linearizable,
 /// lock-free, every member except construction and destruction callable from any thread at once.
 ///
-/// Memory: popped nodes are reclaimed with hazard pointers exactly as in cyan::lockfree::queue
-/// (no use after free, no ABA, retained memory bounded by detail::retention_bound()).
+/// Memory: popped nodes are reclaimed with hazard pointers and their memory recycled exactly as
+/// in cyan::lockfree::queue: no use after free, no ABA, and a drained stack's traffic keeps at
+/// most detail::retention_bound() nodes' memory (plus any reservation).
 ///
 /// Elements: any move-constructible T, including move-only and non-trivial ones, constructed in
 /// its node by push/emplace and moved out and destroyed only by the consumer that unlinked it.
@@ -35,7 +37,7 @@ class stack : noncopyable {
 
   /// True wherever pointer-sized atomics are lock-free (x86-64, AArch64): only single-word
   /// loads, exchanges and CASes are used. As for the queue, the system allocator is called only
-  /// when the thread's node cache and the shared pool are empty.
+  /// when a push needs a new slab and the pool has none.
   static constexpr bool is_always_lock_free = std::atomic<node*>::is_always_lock_free;
 
   /// Same as is_always_lock_free. [any thread]
@@ -43,21 +45,27 @@ class stack : noncopyable {
 
   stack() noexcept = default;
 
+  /// An empty stack that also keeps free memory for `reserved_nodes` nodes in the process-wide
+  /// node pool for as long as it lives, allocated now (see queue's constructor of the same
+  /// form). Throws std::bad_alloc.
+  explicit stack(std::size_t reserved_nodes)
+      : reserved_slabs_(detail::reserve_nodes(pool::kBlockClass, reserved_nodes)) {}
+
   /// Destroys the elements still stacked, each exactly once. No other thread may be using the
   /// stack, and every thread that did must have finished (e.g. joined) before.
   ~stack() {
     // relaxed: the caller guarantees every other thread's operations happen before this.
     node* current = top_.value.load(std::memory_order_relaxed);
-    if (current == nullptr) {
-      return;
+    if (current != nullptr) {
+      detail::hazard_record& record = detail::local_record();
+      while (current != nullptr) {
+        node* next = current->next_;
+        current->value_.destroy();
+        pool::destroy(record, current);
+        current = next;
+      }
     }
-    detail::hazard_record& record = detail::local_record();
-    while (current != nullptr) {
-      node* next = current->next_;
-      current->value_.destroy();
-      pool::destroy(record, current);
-      current = next;
-    }
+    detail::release_reservation(pool::kBlockClass, reserved_slabs_);
   }
 
   /// Pushes a copy of `value`. Throws what T's copy constructor throws, or std::bad_alloc; the
@@ -146,6 +154,7 @@ class stack : noncopyable {
 
   // Written by every push and pop.
   cache_padded<std::atomic<node*>> top_;
+  const std::size_t reserved_slabs_ = 0;
 };
 
 }  // namespace cyan::lockfree

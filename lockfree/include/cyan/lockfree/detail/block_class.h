@@ -8,26 +8,19 @@
 namespace cyan::lockfree::detail {
 
 /// Node memory comes in power-of-two blocks, from one cache line (so a producer filling one node
-/// never shares a line with a consumer reading the one before it) up to 1 MiB on x86-64.
+/// never shares a line with a consumer reading the one before it) up to 1 MiB on x86-64. Blocks
+/// are carved in order out of slabs: a slab is aligned to its own size, its first block holds the
+/// slab's header, and it is reused (or given back to the system) only once all of its other
+/// blocks have been returned.
 inline constexpr std::size_t kBlockClassCount = 15;
 
-/// Block alignment is capped here; a node type must not need more.
-inline constexpr std::size_t kMaxBlockAlign = 4096;
+/// The process-wide pool keeps at most this many free slabs per class, beyond what live
+/// containers reserved.
+inline constexpr std::size_t kSharedSlabs = 8;
 
-/// A thread's cache keeps at most this many batches of free blocks per class.
-inline constexpr std::size_t kCachedBatches = 2;
-
-/// The process-wide pool keeps at most this many batches of free blocks per class.
-inline constexpr std::size_t kSharedBatches = 8;
-
-/// Bytes in one block of `block_class`.
+/// Bytes in one block of `block_class`; blocks are aligned to their size.
 constexpr std::size_t block_size(std::size_t block_class) noexcept {
   return cache_line_size << block_class;
-}
-
-/// Alignment of every block of `block_class`.
-constexpr std::size_t block_align(std::size_t block_class) noexcept {
-  return std::min(block_size(block_class), kMaxBlockAlign);
 }
 
 /// The smallest class whose blocks hold an object of this size and alignment; kBlockClassCount
@@ -40,14 +33,25 @@ constexpr std::size_t block_class_for(std::size_t size, std::size_t align) noexc
   return block_class;
 }
 
-/// Blocks moved at once between a thread's cache and the shared pool: 64 amortises the pool's
-/// atomic exchange to almost nothing, and the 16 KiB cap keeps caches of large blocks small.
-constexpr std::size_t batch_blocks(std::size_t block_class) noexcept {
-  return std::clamp<std::size_t>(16384 / block_size(block_class), 1, 64);
+/// Blocks in one slab, the header block included: 64 amortises a system allocation over 63
+/// nodes; the 64 KiB cap keeps slabs of large blocks small.
+constexpr std::size_t slab_blocks(std::size_t block_class) noexcept {
+  return std::clamp<std::size_t>(65536 / block_size(block_class), 2, 64);
+}
+
+/// Bytes in (and alignment of) one slab: a power of two, so a block finds its slab by masking.
+constexpr std::size_t slab_bytes(std::size_t block_class) noexcept {
+  return block_size(block_class) * slab_blocks(block_class);
+}
+
+/// Node blocks in one slab.
+constexpr std::size_t usable_blocks(std::size_t block_class) noexcept {
+  return slab_blocks(block_class) - 1;
 }
 
 static_assert(block_class_for(1, 1) == 0);
 static_assert(block_class_for(cache_line_size + 1, 8) == 1);
-static_assert(block_align(kBlockClassCount - 1) == kMaxBlockAlign);
+static_assert((slab_bytes(0) & (slab_bytes(0) - 1)) == 0);
+static_assert((slab_bytes(kBlockClassCount - 1) & (slab_bytes(kBlockClassCount - 1) - 1)) == 0);
 
 }  // namespace cyan::lockfree::detail

@@ -9,24 +9,14 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/lockfree/detail/block_class.h"
+#include "cyan/lockfree/detail/slab.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CYAN_LOCKFREE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CYAN_LOCKFREE_ASAN 1
-#endif
-#endif
-#if defined(CYAN_LOCKFREE_ASAN)
-#include <sanitizer/asan_interface.h>
-#endif
-
-/// Hazard pointers (Maged Michael, 2004) for cyan's lock-free containers, with a per-thread cache
-/// of node memory. A reader publishes the node it is about to read in one of its hazard slots and
-/// re-checks that the node is still reachable; a thread that unlinks a node retires it, and frees
-/// it (to its cache) only once a scan finds it in no thread's slot. So no node is freed while a
-/// thread may read it, and no node is reused while a thread may compare against its address (no
-/// ABA).
+/// Hazard pointers (Maged Michael, 2004) for cyan's lock-free containers, with per-thread carving
+/// of node memory out of slabs (slab.h). A reader publishes the node it is about to read in one
+/// of its hazard slots and re-checks that the node is still reachable; a thread that unlinks a
+/// node retires it, and gives its block back only once a scan finds it in no thread's slot. So no
+/// node is freed while a thread may read it, and no node is reused while a thread may compare
+/// against its address (no ABA).
 namespace cyan::lockfree::detail {
 
 /// Base of every node the domain reclaims. The link belongs to the thread that retired the node;
@@ -34,33 +24,6 @@ namespace cyan::lockfree::detail {
 struct reclaimable {
   reclaimable* retired_next_ = nullptr;
 };
-
-/// A reclaimed block of node memory, linked through its first bytes.
-struct free_block {
-  free_block* next_ = nullptr;
-};
-
-/// Under AddressSanitizer a free block is poisoned but for its link, so that reading a reclaimed
-/// node is reported even though its memory is reused rather than freed.
-inline void poison_free_block(void* block, std::size_t block_class) noexcept {
-#if defined(CYAN_LOCKFREE_ASAN)
-  ASAN_POISON_MEMORY_REGION(static_cast<char*>(block) + sizeof(free_block),
-                            block_size(block_class) - sizeof(free_block));
-#else
-  (void)block;
-  (void)block_class;
-#endif
-}
-
-/// Makes a whole block addressable again, before it holds a node or goes back to the system.
-inline void unpoison_block(void* block, std::size_t block_class) noexcept {
-#if defined(CYAN_LOCKFREE_ASAN)
-  ASAN_UNPOISON_MEMORY_REGION(block, block_size(block_class));
-#else
-  (void)block;
-  (void)block_class;
-#endif
-}
 
 /// Hazard slots. A record's first block is inline; more are chained on only when operations nest
 /// deeper (an element's move or destructor that itself uses a lock-free container).
@@ -72,21 +35,20 @@ struct hazard_slot_block {
   std::atomic<hazard_slot_block*> next_{ nullptr };
 };
 
-/// The owning thread's free blocks and retired nodes of one block class.
+/// The owning thread's slab being carved and its retired nodes, for one block class.
 struct class_cache {
-  free_block* free_ = nullptr;  // at most one batch
-  std::size_t free_count_ = 0;
-  free_block* full_batch_ = nullptr;  // one whole batch kept back before sharing
+  std::byte* carve_next_ = nullptr;  // the slab's next unused block
+  std::byte* carve_end_ = nullptr;
   reclaimable* retired_ = nullptr;
   std::size_t retired_count_ = 0;
 };
 
 /// One thread's share of the process-wide hazard-pointer domain: its hazard slots, its retired
-/// nodes and its cache of free node blocks. A thread claims a record on its first lock-free
-/// operation and gives it back when it exits, after reclaiming what it can and handing what is
-/// still protected to the domain; a later thread reuses it, so there are never more records than
-/// threads alive at once. Records are never freed.
-/// Every member is owner-thread-only except `slots_`, `active_` and `next_`.
+/// nodes and, per block class, the slab it is carving new nodes from. A thread claims a record on
+/// its first lock-free operation and gives it back when it exits, after reclaiming what it can and
+/// handing what is still protected to the domain; a later thread reuses it, so there are never more
+/// records than threads alive at once. Records are never freed. Every member is owner-thread-only
+/// except `slots_`, `active_` and `next_`.
 class alignas(cache_line_size) hazard_record : noncopyable {
  public:
   /// A free hazard slot, taken in stack order. Calls std::terminate if nesting needs a new slot
@@ -107,27 +69,23 @@ class alignas(cache_line_size) hazard_record : noncopyable {
     --depth_;
   }
 
-  /// A free block of `block_class`. Throws std::bad_alloc when the system has no memory.
+  /// A free block of `block_class`: the next one of the slab being carved. Throws
+  /// std::bad_alloc when a new slab is needed and the system has no memory.
   void* allocate(std::size_t block_class) {
     class_cache& cache = caches_[block_class];
-    if (free_block* block = cache.free_) [[likely]] {
-      cache.free_ = block->next_;
-      --cache.free_count_;
-      unpoison_block(block, block_class);
-      return block;
+    std::byte* block = cache.carve_next_;
+    if (block == cache.carve_end_) [[unlikely]] {
+      block = start_slab(block_class);
     }
-    return refill(block_class);
+    cache.carve_next_ = block + block_size(block_class);
+    unpoison_blocks(block, 1, block_class);
+    return block;
   }
 
-  /// Takes back a block of `block_class` that no other thread can reach.
+  /// Gives back a block of `block_class` that no other thread can reach.
   void deallocate(std::size_t block_class, void* block) noexcept {
-    class_cache& cache = caches_[block_class];
-    if (cache.free_count_ == batch_blocks(block_class)) [[unlikely]] {
-      spill(block_class);
-    }
-    cache.free_ = ::new (block) free_block{ cache.free_ };
-    ++cache.free_count_;
-    poison_free_block(block, block_class);
+    poison_blocks(block, 1, block_class);
+    return_blocks(block_class, slab_of(block, block_class), 1);
   }
 
   /// Takes a node that its container has unlinked; its block is reused once no slot holds it.
@@ -144,14 +102,14 @@ class alignas(cache_line_size) hazard_record : noncopyable {
   /// Reclaims every retired node that no hazard slot holds, after adopting orphaned ones.
   void scan() noexcept;
 
-  /// Scans, then returns every cached free block to the system.
+  /// Scans, then gives back the unused rest of every slab being carved.
   void trim() noexcept;
 
   /// Prepares a freshly claimed record for its new owner.
   void on_claim() noexcept;
 
   /// Leaves the record clean for the next owner: reclaims what it can, hands still-protected
-  /// nodes to the domain and frees the cache.
+  /// nodes to the domain and gives back the slabs being carved.
   void on_release() noexcept;
 
   hazard_slot_block slots_;
@@ -162,9 +120,8 @@ class alignas(cache_line_size) hazard_record : noncopyable {
 
  private:
   std::atomic<void*>& overflow_slot(std::size_t index) noexcept;
-  void* refill(std::size_t block_class);
-  void spill(std::size_t block_class) noexcept;
-  void release_cache(std::size_t block_class, bool share) noexcept;
+  std::byte* start_slab(std::size_t block_class);
+  void stop_carving(std::size_t block_class) noexcept;
   void adopt_orphans() noexcept;
   void orphan_retired(std::size_t block_class) noexcept;
   bool collect_hazards() noexcept;
@@ -216,6 +173,17 @@ class hazard_guard : noncopyable {
       }
       node = again;
     }
+  }
+
+  /// Publishes `node` for a caller that reads it only after a successful CAS on the location
+  /// whose next change unlinks it (a queue's head, when `node` is the first element). Whoever
+  /// then unlinks, retires and scans the node is ordered after that CAS, so a plain release
+  /// store suffices: no locked instruction.
+  template <typename Node>
+  void publish_before_cas(Node* node) noexcept {
+    // release: the caller's successful CAS carries this store to the thread whose later CAS
+    // unlinks the node, and on to the scan that loads this slot.
+    slot_.store(static_cast<reclaimable*>(node), std::memory_order_release);
   }
 
   /// Publishes `node`. The caller must then confirm, by a load made after this call, that the
