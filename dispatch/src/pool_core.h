@@ -62,6 +62,7 @@ class pool_core : noncopyable {
   void post_handed_over(task&& step);
   void leave_post() noexcept;
   void try_finish() noexcept;
+  static void on_tracker_released(void* self) noexcept;
   void report(std::exception_ptr error) noexcept;
 
   task_queue queue_;
@@ -80,8 +81,9 @@ class pool_core : noncopyable {
   // The hooks outlive the workers that call them.
   std::unique_ptr<worker_state[]> states_;
   std::vector<std::unique_ptr<handler_thread>> workers_;
-  // Last: destroyed first, it waits until no token still holds a task for this pool.
-  serial_tracker tracker_;
+  // Last: destroyed first, it waits until no token still holds a task for this pool (and its
+  // on_released call, which runs try_finish(), has returned).
+  serial_tracker tracker_{ &on_tracker_released, this };
 };
 
 }  // namespace cyan::dispatch::detail

@@ -7,22 +7,32 @@ namespace cyan::dispatch::detail {
 
 void serial_tracker::wait_released() {
   std::unique_lock lock(mutex_);
-  released_.wait(lock, [this] { return parked_ == 0; });
+  released_.wait(lock, [this] { return parked_ == 0 && notifying_ == 0; });
 }
 
 bool serial_tracker::released() {
-  std::lock_guard lock(mutex_);
+  const std::lock_guard lock(mutex_);
   return parked_ == 0;
 }
 
 void serial_tracker::add() {
-  std::lock_guard lock(mutex_);
+  const std::lock_guard lock(mutex_);
   ++parked_;
 }
 
 void serial_tracker::remove() {
-  std::lock_guard lock(mutex_);
-  if (--parked_ == 0) {
+  std::unique_lock lock(mutex_);
+  if (--parked_ != 0) {
+    return;
+  }
+  if (on_released_ != nullptr) {
+    ++notifying_;  // keeps wait_released() (and so the executor) waiting for the call
+    lock.unlock();
+    on_released_(context_);  // unlocked: it may call released()
+    lock.lock();
+    --notifying_;
+  }
+  if (parked_ == 0 && notifying_ == 0) {
     released_.notify_all();
   }
 }

@@ -27,7 +27,8 @@
 // tracker_. The pool is drained when, read in this order, posting_ == 0, tracker_ is released
 // and the queue is empty: a hand-over pushes (inside a post) before it releases the tracker.
 // Then try_finish() stops the workers, once; whoever may change one of the three conditions
-// calls it: stop() itself, a worker that found the queue empty, a post that backed out.
+// calls it: stop() itself, a worker that found the queue empty, a post as it leaves, and the
+// tracker when it is released.
 
 namespace cyan::dispatch {
 namespace detail {
@@ -138,12 +139,12 @@ void pool_core::push(task&& t) {
     leave_post();
     throw;
   }
-  // release: pairs with the seq_cst load in try_finish(); the push is visible to whoever
-  // sees the count drop.
-  posting_.value.fetch_sub(1, std::memory_order_release);
   wake_one();
+  leave_post();
 }
 
+// A worker may run the pushed task and look for the end of a drain before this post leaves:
+// then the post is the last to change a condition of try_finish(), so it calls it.
 void pool_core::leave_post() noexcept {
   if (posting_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
     try_finish();
@@ -276,6 +277,10 @@ void pool_core::try_finish() noexcept {
   for (auto& worker : workers_) {
     worker->stop(mode);
   }
+}
+
+void pool_core::on_tracker_released(void* self) noexcept {
+  static_cast<pool_core*>(self)->try_finish();
 }
 
 void pool_core::join() {

@@ -40,7 +40,8 @@ class serial_token {
   ~serial_token() { state_->release(); }
 
   /// Tasks posted with this token that have not finished yet (queued or running): a snapshot
-  /// that other threads may change at once. [any thread]
+  /// that other threads may change at once. A task counts until it has passed the turn on,
+  /// a moment after its awaitable became ready. [any thread]
   [[nodiscard]] std::size_t pending() const noexcept { return state_->pending(); }
 
   void swap(serial_token& other) noexcept { std::swap(state_, other.state_); }

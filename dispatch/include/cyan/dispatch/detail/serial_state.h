@@ -25,11 +25,17 @@ using serial_poster = unique_function<void(unique_function<void()>)>;
 /// member the poster uses: its destructor waits, so it must run before theirs. [any thread]
 class serial_tracker : noncopyable {
  public:
-  serial_tracker() = default;
-  /// Waits until every token task of the executor was handed over or cancelled.
+  using callback = void (*)(void* context) noexcept;
+
+  /// `on_released(context)`, when given, runs each time the count drops to zero (on the thread
+  /// that handed over or cancelled the last task), e.g. to let a stopping executor finish.
+  explicit serial_tracker(callback on_released = nullptr, void* context = nullptr) noexcept
+      : on_released_(on_released), context_(context) {}
+  /// Waits until every token task of the executor was handed over or cancelled, and every
+  /// on_released call has returned.
   ~serial_tracker() { wait_released(); }
 
-  /// Blocks until no token holds a task for the executor.
+  /// Blocks until no token holds a task for the executor and no on_released call runs.
   void wait_released();
 
   /// Whether no token holds a task for the executor now.
@@ -40,11 +46,14 @@ class serial_tracker : noncopyable {
   void add();
   void remove();
 
-  // Guarded by mutex_ (not an atomic): remove() must finish with the tracker before
+  const callback on_released_;
+  void* const context_;
+  // Guarded by mutex_ (not atomics): remove() must finish with the tracker before
   // wait_released() can see zero and let it be destroyed.
   std::mutex mutex_;
   std::condition_variable released_;
   std::uint64_t parked_ = 0;
+  std::uint32_t notifying_ = 0;  // on_released calls in progress
 };
 
 /// A serial_token's shared state. Reference counted: by each token copy and by the step job
