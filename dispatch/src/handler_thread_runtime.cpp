@@ -13,7 +13,13 @@ namespace cyan::dispatch::detail {
 
 handler_thread_runtime::handler_thread_runtime(handler_thread& owner, handler& user_handler,
                                                handler_thread_options options)
-    : owner_(owner), inbox_(owner.inbox_), handler_(user_handler), options_(std::move(options)) {}
+    : owner_(owner),
+      inbox_(owner.inbox_),
+      handler_(user_handler),
+      options_(std::move(options)),
+      spin_budget_(
+          std::max<clock::duration>(std::chrono::ceil<clock::duration>(options_.spin_before_sleep),
+                                    clock::duration::zero())) {}
 
 handler_thread_runtime::~handler_thread_runtime() {
   if (thread_.joinable()) {
@@ -144,8 +150,13 @@ void handler_thread_runtime::poll_loop() {
   last_poll_ = clock::now();
 }
 
+// Spins for at most spin_budget_, which adapts: a spin that found work doubles it (up to
+// options_.spin_before_sleep), one that ran out halves it (down to kMinSpin). On a machine with
+// idle cores the partner's work arrives while spinning and the budget stays full; on a busy one
+// spinning would only take the CPU from the thread that is to send the work, so the budget
+// shrinks and the thread goes to sleep almost at once.
 bool handler_thread_runtime::spin() noexcept {
-  if (options_.spin_before_sleep <= std::chrono::nanoseconds::zero()) {
+  if (spin_budget_ <= clock::duration::zero()) {
     return false;
   }
   // Between two looks at the inbox the thread pauses kPausesPerLook times (well under a
@@ -154,23 +165,33 @@ bool handler_thread_runtime::spin() noexcept {
   // The clock is read every kLooksPerClockCheck looks.
   constexpr unsigned kPausesPerLook = 16;
   constexpr unsigned kLooksPerClockCheck = 8;
-  const clock::time_point deadline = clock::now() + options_.spin_before_sleep;
+  const clock::time_point deadline = clock::now() + spin_budget_;
   for (unsigned look = 1;; ++look) {
     if (inbox_.looks_busy() || hook_has_work(this)) {
+      spin_budget_ = std::min<clock::duration>(spin_budget_ * 2, options_.spin_before_sleep);
       return true;
     }
     for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
       cpu_relax();
     }
     if (look % kLooksPerClockCheck == 0 && clock::now() >= deadline) {
+      spin_budget_ = std::max<clock::duration>(
+          spin_budget_ / 2, std::min<clock::duration>(kMinSpin, options_.spin_before_sleep));
       return false;
     }
   }
 }
 
 void handler_thread_runtime::sleep() {
-  if (!inbox_.prepare_sleep(&hook_has_work, this)) {
-    return;
+  switch (inbox_.prepare_sleep(&hook_has_work, this)) {
+    case inbox::sleep_check::work:
+      return;
+    case inbox::sleep_check::producer_busy:
+      // Its thread may be preempted on this CPU: spinning would only keep it from finishing.
+      std::this_thread::yield();
+      return;
+    case inbox::sleep_check::may_sleep:
+      break;
   }
   loop_->run_once();
   inbox_.woke();

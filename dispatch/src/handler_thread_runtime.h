@@ -60,6 +60,8 @@ class handler_thread_runtime final : public inbox_owner {
   static constexpr std::size_t kTasksPerClockCheck = 256;
   // How often a busy thread still lets its loop run timers and io: a syscall each time.
   static constexpr std::chrono::microseconds kLoopPollInterval{ 500 };
+  // The shortest spin once spinning was found useless (see spin()); cheaper than a wake-up.
+  static constexpr std::chrono::nanoseconds kMinSpin{ 1000 };
   // Tasks taken from the shared queue and from each lane per round: bounds the time between
   // two looks at the loop and keeps lanes fair to each other.
   static constexpr std::size_t kBatch = 1024;
@@ -102,6 +104,7 @@ class handler_thread_runtime final : public inbox_owner {
   unsigned rounds_since_clock_ = 0;
   std::size_t tasks_since_clock_ = 0;
   bool finishing_ = false;
+  clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
 };
 
 }  // namespace cyan::dispatch::detail

@@ -46,28 +46,38 @@ inbox::shared_window::~shared_window() {
 
 void inbox::post_shared(envelope::kind what, inbox_task task, clock::time_point due,
                         inbox_channel* lane) {
-  const shared_window window(*this);
-  const std::uint32_t state = state_.value.load(std::memory_order_seq_cst);  // "No lost wake-up"
-  if ((state & kStopped) != 0) {
-    throw_stopped();
+  std::uint32_t state;
+  {
+    const shared_window window(*this);
+    state = state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
+    if ((state & kStopped) != 0) {
+      throw_stopped();
+    }
+    push_shared(envelope{ std::move(task), due, lane, what });
+    if ((state & kSleeping) != 0) {
+      begin_wake();
+    }
   }
-  const bool counted = what != envelope::kind::open_channel;
+  if ((state & kSleeping) != 0) {
+    end_wake();
+  }
+}
+
+void inbox::push_shared(envelope&& item) {
+  const bool counted = item.what != envelope::kind::open_channel;
   // relaxed: counters; the push below (a release) orders them before the consumer's pop.
   shared_pushed_.fetch_add(1, std::memory_order_relaxed);
   if (counted) {
     shared_posted_.fetch_add(1, std::memory_order_relaxed);
   }
   try {
-    shared_.push(envelope{ std::move(task), due, lane, what });
+    shared_.push(std::move(item));
   } catch (...) {
     shared_pushed_.fetch_sub(1, std::memory_order_relaxed);
     if (counted) {
       shared_posted_.fetch_sub(1, std::memory_order_relaxed);
     }
     throw;
-  }
-  if ((state & kSleeping) != 0) {
-    wake();
   }
 }
 
@@ -98,18 +108,39 @@ void inbox::wake() noexcept {
   }
 }
 
+void inbox::begin_wake() noexcept {
+  // relaxed: what keeps this count visible to finish() is the release that follows it (the
+  // window's end, or stop()'s seq_cst RMW), which finish() acquires before reading it.
+  wakers_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void inbox::end_wake() noexcept {
+  wake();
+  // release: pairs with the acquire load in finish(); the wake is done before the waker dies.
+  wakers_.fetch_sub(1, std::memory_order_release);
+}
+
 void inbox::stop(bool discard) noexcept {
-  const shared_window window(*this);  // finish() waits for it, so the waker outlives the wake
+  begin_wake();  // before the RMW: a finish() that sees kStopped also sees this count
   const std::uint32_t bits = kStopped | (discard ? kDiscard : 0);
   if ((state_.value.fetch_or(bits, std::memory_order_seq_cst) & kSleeping) != 0) {
-    wake();
+    end_wake();
+  } else {
+    wakers_.fetch_sub(1, std::memory_order_release);  // pairs with the load in finish()
   }
 }
 
 void inbox::notify() noexcept {
-  const shared_window window(*this);
-  if ((state_.value.load(std::memory_order_seq_cst) & kSleeping) != 0) {
-    wake();
+  bool sleeping;
+  {
+    const shared_window window(*this);
+    sleeping = (state_.value.load(std::memory_order_seq_cst) & kSleeping) != 0;
+    if (sleeping) {
+      begin_wake();
+    }
+  }
+  if (sleeping) {
+    end_wake();
   }
 }
 
@@ -226,7 +257,7 @@ bool inbox::anything_active() const noexcept {
   // seq_cst loads: see "No lost wake-up" and "Stop" in inbox.h.
   bool active = shared_active_.load(std::memory_order_seq_cst) != 0;
   for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
-    active = lane->busy() || active;
+    active = lane->posting() || active;
   }
   return active;
 }
@@ -243,20 +274,29 @@ bool inbox::anything_queued() const noexcept {
   return false;
 }
 
-bool inbox::prepare_sleep(bool (*extra_work)(void*) noexcept, void* context) noexcept {
+inbox::sleep_check inbox::prepare_sleep(bool (*extra_work)(void*) noexcept,
+                                        void* context) noexcept {
   const std::uint32_t before = state_.value.fetch_or(kSleeping, std::memory_order_seq_cst);
   asymmetric_fence::heavy();  // pairs with the producers' light_store() of `active`
-  if ((before & kStopped) == 0 && !anything_active() && !anything_queued() &&
-      (extra_work == nullptr || !extra_work(context))) {
-    return true;
+  // Flags first: a post seen finished here has its task visible to anything_queued().
+  const bool active = anything_active();
+  sleep_check result = sleep_check::may_sleep;
+  if ((before & kStopped) != 0 || anything_queued() ||
+      (extra_work != nullptr && extra_work(context))) {
+    result = sleep_check::work;
+  } else if (active) {
+    result = sleep_check::producer_busy;  // a post is between its flag and its push
   }
-  woke();
-  return false;
+  if (result != sleep_check::may_sleep) {
+    woke();
+  }
+  return result;
 }
 
 void inbox::woke() noexcept {
-  // relaxed: clearing the flag publishes nothing; the next prepare_sleep() sets it with seq_cst.
-  state_.value.fetch_and(~kSleeping, std::memory_order_relaxed);
+  // acquire: pairs with the seq_cst RMW of a stop() that saw kSleeping, so finish() sees its
+  // wakers_ count. Clearing the flag publishes nothing (release is not needed).
+  state_.value.fetch_and(~kSleeping, std::memory_order_acquire);
 }
 
 void inbox::finish() noexcept {
@@ -269,11 +309,19 @@ void inbox::finish() noexcept {
     const bool active = anything_active();
     const std::size_t taken = drain(std::numeric_limits<std::size_t>::max());
     if (taken == 0 && !active) {
+      wait_for_wakers();
       return;
     }
     if (taken == 0) {
       std::this_thread::yield();  // a post is between its check and its push
     }
+  }
+}
+
+void inbox::wait_for_wakers() const noexcept {
+  // acquire: pairs with the release decrement in end_wake() and stop().
+  while (wakers_.load(std::memory_order_acquire) != 0) {
+    std::this_thread::yield();  // a waker is between its window and its wake syscall
   }
 }
 

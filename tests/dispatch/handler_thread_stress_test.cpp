@@ -145,7 +145,7 @@ TEST(HandlerThreadStress, StopDiscardRacingWithPostsCancelsExactlyTheRest) {
 // The consumer sleeps between almost every post (no spinning): a lost wake-up hangs a round,
 // which the bounded wait turns into a failure.
 TEST(HandlerThreadStress, NoLostWakeUps) {
-  const std::uint64_t items = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 200;
+  const std::uint64_t items = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 50;
   handler_thread::options opts;
   opts.spin_before_sleep = 0ns;
   handler_thread thread(opts);
@@ -162,7 +162,7 @@ TEST(HandlerThreadStress, NoLostWakeUps) {
 
 // Two handler threads bounce a counter back and forth, each hop a post to the other.
 TEST(HandlerThreadStress, PingPongBetweenTwoThreads) {
-  const std::uint64_t hops = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 50;
+  const std::uint64_t hops = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 20;
   handler_thread ping;
   handler_thread pong;
   std::promise<std::uint64_t> finished;

@@ -73,8 +73,14 @@ class inbox_owner {
 /// the load, and the consumer's finish() — a heavy fence once it saw kStopped, then waiting
 /// until no lane is active and emptying everything — sees its task (the same argument, with
 /// kStopped in place of kSleeping). So
-/// no accepted task is stranded, and every post after stop() returns throws. The waker is used
-/// only inside an active window, and finish() waits those out, so it outlives every wake.
+/// no accepted task is stranded, and every post after stop() returns throws.
+///
+/// Wake-ups. The wake itself (a syscall) happens after the window closed, so that a consumer
+/// woken by it never waits for its waker to leave the window (a waker preempted inside the
+/// syscall would otherwise keep the woken thread spinning until the scheduler ran the waker
+/// again). The waker object's lifetime is kept by wakers_, incremented inside the window (or
+/// before stop()'s RMW) and decremented after the wake; finish() waits for it to drop to zero
+/// before the thread destroys the waker.
 class inbox : noncopyable {
  public:
   using clock = std::chrono::steady_clock;
@@ -96,23 +102,11 @@ class inbox : noncopyable {
   template <typename F>
   void post(F&& f) {
     inbox_channel* lane = find_hot_channel(id_);
-    if (lane == nullptr) {
-      lane = find_channel(*this);
-      if (lane == nullptr) {
-        post_shared(envelope::kind::task, inbox_task(std::forward<F>(f)));
-        return;
-      }
+    if (lane == nullptr) [[unlikely]] {
+      post_cold(std::forward<F>(f));
+      return;
     }
-    const active_window window(*lane);
-    const std::uint32_t state =
-        state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
-    if ((state & kStopped) != 0) {
-      throw_stopped();
-    }
-    lane->push(std::forward<F>(f));
-    if ((state & kSleeping) != 0) {
-      wake();
-    }
+    post_to(*lane, std::forward<F>(f));
   }
 
   /// Queues `task` to be handed to the owner's schedule() for `due`. Throws like post().
@@ -162,10 +156,18 @@ class inbox : noncopyable {
   /// A cheap, relaxed look for queued work or a stop, for spinning. [consumer]
   [[nodiscard]] bool looks_busy() const noexcept;
 
-  /// Announces that the thread is about to sleep; false (and no longer announced) when work
-  /// or a stop arrived meanwhile: see "No lost wake-up". `extra_work` is checked in the same
-  /// window (the idle_hook's source).
-  [[nodiscard]] bool prepare_sleep(bool (*extra_work)(void*) noexcept, void* context) noexcept;
+  /// What prepare_sleep() found.
+  enum class sleep_check {
+    may_sleep,      ///< nothing to do: sleep (the announcement stands)
+    work,           ///< work or a stop arrived: run it
+    producer_busy,  ///< only a post in progress: let its thread run (yield), then look again
+  };
+
+  /// Announces that the thread is about to sleep, and withdraws the announcement unless it
+  /// returns may_sleep: see "No lost wake-up". `extra_work` is checked in the same window (the
+  /// idle_hook's source).
+  [[nodiscard]] sleep_check prepare_sleep(bool (*extra_work)(void*) noexcept,
+                                          void* context) noexcept;
 
   /// After the thread woke up (by a wake or anything else).
   void woke() noexcept;
@@ -227,7 +229,7 @@ class inbox : noncopyable {
     inbox_channel& lane_;
   };
 
-  // The same for the shared queue and for stop()/notify(), which may wake the thread.
+  // The same for the shared queue and for notify().
   class shared_window {
    public:
     explicit shared_window(inbox& target) noexcept;
@@ -244,10 +246,44 @@ class inbox : noncopyable {
     return state_.value.load(std::memory_order_acquire);
   }
 
+  // The fast path: this thread's lane is known.
+  template <typename F>
+  [[gnu::always_inline]] void post_to(inbox_channel& lane, F&& f) {
+    std::uint32_t state;
+    {
+      const active_window window(lane);
+      state = state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
+      if ((state & kStopped) != 0) {
+        throw_stopped();
+      }
+      lane.push(std::forward<F>(f));
+      if ((state & kSleeping) != 0) {
+        begin_wake();  // before the window closes, see "Wake-ups"
+      }
+    }
+    if ((state & kSleeping) != 0) {
+      end_wake();
+    }
+  }
+
+  // The lane is not in the hot cache: look it up (maybe open it), or use the shared queue.
+  template <typename F>
+  [[gnu::noinline]] void post_cold(F&& f) {
+    inbox_channel* lane = find_channel(*this);
+    if (lane == nullptr) {
+      post_shared(envelope::kind::task, inbox_task(std::forward<F>(f)));
+    } else {
+      post_to(*lane, std::forward<F>(f));
+    }
+  }
+
   void post_shared(envelope::kind what, inbox_task task, clock::time_point due = {},
                    inbox_channel* lane = nullptr);
+  void push_shared(envelope&& item);
   [[noreturn]] static void throw_stopped();
   void wake() noexcept;
+  void begin_wake() noexcept;
+  void end_wake() noexcept;
   void report_unknown() noexcept;
 
   // consumer helpers (inbox.cpp)
@@ -256,6 +292,7 @@ class inbox : noncopyable {
   void handle(envelope& item) noexcept;
   void take_task(inbox_task& task) noexcept;
   void retire(inbox_channel* lane) noexcept;
+  void wait_for_wakers() const noexcept;
   [[nodiscard]] bool anything_active() const noexcept;
   [[nodiscard]] bool anything_queued() const noexcept;
 
@@ -278,6 +315,8 @@ class inbox : noncopyable {
   // its task count (for stats): RMWs, on the slow path only.
   lockfree::queue<envelope> shared_;
   alignas(cache_line_size) std::atomic<std::uint32_t> shared_active_{ 0 };
+  // Wakes under way (see "Wake-ups"); finish() waits for zero.
+  std::atomic<std::uint32_t> wakers_{ 0 };
   std::atomic<std::uint64_t> shared_pushed_{ 0 };
   std::atomic<std::uint64_t> shared_posted_{ 0 };
 

@@ -55,7 +55,7 @@ class inbox_channel : noncopyable {
   void begin_post() noexcept { asymmetric_fence::light_store(producer_.active, true); }
 
   /// Ends the post begun by begin_post(). release: pairs with the seq_cst (acquire) load in
-  /// busy(); whoever sees the flag cleared also sees the task pushed before.
+  /// posting(); whoever sees the flag cleared also sees the task pushed before.
   void end_post() noexcept { producer_.active.store(false, std::memory_order_release); }
 
   /// Appends a task built from `f`. Throws what building it throws, or std::bad_alloc; nothing
@@ -111,10 +111,11 @@ class inbox_channel : noncopyable {
     return taken;
   }
 
-  /// True when a task is queued or a post is in progress. seq_cst: part of the store-load pair
-  /// with inbox::state_ (see inbox.h), after asymmetric_fence::heavy(). [consumer]
-  [[nodiscard]] bool busy() const noexcept {
-    return producer_.active.load(std::memory_order_seq_cst) || has_tasks();
+  /// True while a post is in progress. seq_cst (so also acquire, pairing with end_post()): part
+  /// of the store-load pair with inbox::state_ (see inbox.h), after asymmetric_fence::heavy().
+  /// [consumer]
+  [[nodiscard]] bool posting() const noexcept {
+    return producer_.active.load(std::memory_order_seq_cst);
   }
 
   /// True when a task is queued (a snapshot). [consumer]
@@ -182,7 +183,7 @@ class inbox_channel : noncopyable {
   };
 
   template <typename F>
-  void push_to_new_block(F&& f) {
+  [[gnu::noinline]] void push_to_new_block(F&& f) {
     const std::size_t wanted = std::min(producer_.tail->ring.capacity() * 2, kMaxBlockSlots);
     block* fresh = take_spare();
     if (fresh != nullptr && fresh->ring.capacity() < wanted) {
