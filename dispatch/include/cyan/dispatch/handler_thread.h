@@ -41,9 +41,11 @@ struct handler_thread_options {
   /// The CPU to pin the thread to. Empty: no pinning. An impossible CPU makes the constructor
   /// throw std::system_error.
   std::optional<unsigned> cpu;
-  /// How long a thread whose inbox ran empty keeps looking for work before it sleeps in its
-  /// loop: a short spin saves the wake-up syscall (and its latency) when work follows soon,
-  /// which is the common case between threads that talk to each other. Zero: sleep at once.
+  /// How long, at most, a thread whose inbox ran empty keeps looking for work before it
+  /// sleeps in its loop: a short spin saves the wake-up syscall (and its latency) when work
+  /// follows soon, the common case between threads that talk to each other. The spin adapts
+  /// (it shrinks while spinning finds nothing, e.g. on a machine with no idle core, and grows
+  /// back when it does). Zero: sleep at once.
   std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(20);
   /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
   /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.

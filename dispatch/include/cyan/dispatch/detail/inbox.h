@@ -51,6 +51,10 @@ class inbox_owner {
 /// announced by an open_channel envelope sent through the shared queue *after* the thread's earlier
 /// shared posts, and the consumer starts reading a lane only when it reaches that envelope, so
 /// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue.
+/// A thread's lanes are closed when it exits, after its C++ thread_local destructors ran (a
+/// pthread key destructor, producer_cache.cpp), so those destructors may still post; posts made
+/// even later (from other libraries' key destructors) go through the shared queue and are not
+/// ordered after that thread's lane posts. The consumer frees a closed lane once it is empty.
 ///
 /// No lost wake-up. state_ holds kSleeping, set by the consumer before it blocks in its loop.
 ///   producer: active = true ; light fence ; s = state_ ; push ; if s has kSleeping: wake ;
