@@ -254,12 +254,14 @@ bool run_queue_workload(std::size_t pairs, item items) {
 // SPSC rings: the producer pushes 0..items-1, the consumer sums them. Producer and consumer are
 // pinned to different CPUs in every arm.
 
-sample spsc_cyan_single(item items) {
-  cyan::lockfree::spsc_ring<item> ring(kRingCapacity);
+/// One item per call: the producer hands 0..items-1 to `try_push(value)`, the consumer sums what
+/// `try_pop(value)` gives until it has them all. Each side backs off after a failed call.
+template <typename TryPush, typename TryPop>
+sample spsc_one_at_a_time(item items, TryPush try_push, TryPop try_pop) {
   const auto produce = [&](std::size_t) {
     backoff wait;
     for (item value = 0; value != items; ++value) {
-      while (!ring.try_push(value)) {
+      while (!try_push(value)) {
         wait.wait();
       }
       wait.reset();
@@ -269,7 +271,7 @@ sample spsc_cyan_single(item items) {
     item sum = 0;
     backoff wait;
     for (item count = 0; count != items;) {
-      if (item value; ring.try_pop(value)) {
+      if (item value; try_pop(value)) {
         sum += value;
         ++count;
         wait.reset();
@@ -282,87 +284,64 @@ sample spsc_cyan_single(item items) {
   return run_threads(1, 1, produce, consume, true);
 }
 
-/// Fills batches of kBatch consecutive values and hands each to `push_some(batch, n)`, which
-/// returns how many it took.
-template <typename PushSome>
-void produce_batches(item items, PushSome push_some) {
-  item batch[kBatch];
-  backoff wait;
-  for (item next = 0; next != items;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<item>(kBatch, items - next));
-    std::iota(batch, batch + n, next);
-    for (std::size_t done = 0; done != n;) {
-      const std::size_t pushed = push_some(batch + done, n - done);
-      done += pushed;
-      wait.after(pushed);
+/// In batches: the producer hands kBatch consecutive values at a time to `push_some(first, n)`,
+/// which returns how many it took; the consumer calls `consume_all(add)` until it has them all.
+template <typename PushSome, typename ConsumeAll>
+sample spsc_in_batches(item items, PushSome push_some, ConsumeAll consume_all) {
+  const auto produce = [&](std::size_t) {
+    item batch[kBatch];
+    backoff wait;
+    for (item next = 0; next != items;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<item>(kBatch, items - next));
+      std::iota(batch, batch + n, next);
+      for (std::size_t done = 0; done != n;) {
+        const std::size_t pushed = push_some(batch + done, n - done);
+        done += pushed;
+        wait.after(pushed);
+      }
+      next += n;
     }
-    next += n;
-  }
+  };
+  const auto consume = [&](std::size_t) {
+    item sum = 0;
+    backoff wait;
+    const auto add = [&sum](item value) { sum += value; };
+    for (item count = 0; count != items;) {
+      const std::size_t taken = consume_all(add);
+      count += taken;
+      wait.after(taken);
+    }
+    return sum;
+  };
+  return run_threads(1, 1, produce, consume, true);
 }
 
-/// Calls `consume_all(add)` until `items` values were added; returns their sum.
-template <typename ConsumeAll>
-item consume_batches(item items, ConsumeAll consume_all) {
-  item sum = 0;
-  backoff wait;
-  const auto add = [&sum](item value) { sum += value; };
-  for (item count = 0; count != items;) {
-    const std::size_t taken = consume_all(add);
-    count += taken;
-    wait.after(taken);
-  }
-  return sum;
+sample spsc_cyan_single(item items) {
+  cyan::lockfree::spsc_ring<item> ring(kRingCapacity);
+  return spsc_one_at_a_time(
+      items, [&](item value) { return ring.try_push(value); },
+      [&](item& value) { return ring.try_pop(value); });
 }
 
 sample spsc_cyan_batched(item items) {
   cyan::lockfree::spsc_ring<item> ring(kRingCapacity);
-  const auto produce = [&](std::size_t) {
-    produce_batches(items,
-                    [&](const item* first, std::size_t n) { return ring.try_push_n(first, n); });
-  };
-  const auto consume = [&](std::size_t) {
-    return consume_batches(items, [&](const auto& add) { return ring.consume_all(add); });
-  };
-  return run_threads(1, 1, produce, consume, true);
+  return spsc_in_batches(
+      items, [&](const item* first, std::size_t n) { return ring.try_push_n(first, n); },
+      [&](const auto& add) { return ring.consume_all(add); });
 }
 
 sample spsc_boost_single(item items) {
   boost::lockfree::spsc_queue<item> ring(kRingCapacity);
-  const auto produce = [&](std::size_t) {
-    backoff wait;
-    for (item value = 0; value != items; ++value) {
-      while (!ring.push(value)) {
-        wait.wait();
-      }
-      wait.reset();
-    }
-  };
-  const auto consume = [&](std::size_t) {
-    item sum = 0;
-    backoff wait;
-    for (item count = 0; count != items;) {
-      if (item value; ring.pop(value)) {
-        sum += value;
-        ++count;
-        wait.reset();
-      } else {
-        wait.wait();
-      }
-    }
-    return sum;
-  };
-  return run_threads(1, 1, produce, consume, true);
+  return spsc_one_at_a_time(
+      items, [&](item value) { return ring.push(value); },
+      [&](item& value) { return ring.pop(value); });
 }
 
 sample spsc_boost_batched(item items) {
   boost::lockfree::spsc_queue<item> ring(kRingCapacity);
-  const auto produce = [&](std::size_t) {
-    produce_batches(items, [&](const item* first, std::size_t n) { return ring.push(first, n); });
-  };
-  const auto consume = [&](std::size_t) {
-    return consume_batches(items, [&](const auto& add) { return ring.consume_all(add); });
-  };
-  return run_threads(1, 1, produce, consume, true);
+  return spsc_in_batches(
+      items, [&](const item* first, std::size_t n) { return ring.push(first, n); },
+      [&](const auto& add) { return ring.consume_all(add); });
 }
 
 bool run_spsc_workload(item items) {

@@ -168,24 +168,12 @@ class spsc_ring : noncopyable {
   template <typename OutputIt>
   requires std::output_iterator<OutputIt, T&&> size_type pop_n(OutputIt out, size_type max)
   noexcept(detail::nothrow_pop_into<T, OutputIt>) {
-    consumer_.owner.check("spsc_ring", "consumer");
-    const size_type head = consumer_.head.load(std::memory_order_relaxed);  // only we write head
-    const size_type end = head + std::min(max, ready(head, max));
-    if (end == head) {
-      return 0;
-    }
-    size_type next = head;
-    const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when a move throws
-    span().for_each_run(head, end - head, [&](slot* run, slot* run_end) {
-      for (; run != run_end; ++run) {
-        T* item = run->element();
-        *out = std::move(*item);
-        std::destroy_at(item);
-        ++next;
-        ++out;
-      }
+    return drain(max, [&out](T* item, size_type& next) {
+      *out = std::move(*item);
+      std::destroy_at(item);
+      ++next;  // only once moved: an element whose move throws stays
+      ++out;
     });
-    return end - head;
   }
 
   /// Calls `f(std::move(element))` for each element in the ring when the call starts, oldest
@@ -203,22 +191,11 @@ class spsc_ring : noncopyable {
   template <typename F>
   requires std::invocable<F&, T&&> size_type consume_n(size_type max, F&& f)
   noexcept(std::is_nothrow_invocable_v<F&, T&&>) {
-    consumer_.owner.check("spsc_ring", "consumer");
-    const size_type head = consumer_.head.load(std::memory_order_relaxed);  // only we write head
-    const size_type end = head + std::min(max, ready(head, max));
-    if (end == head) {
-      return 0;
-    }
-    size_type next = head;
-    const detail::publish_index_on_exit publish{ consumer_.head, next };  // also when f throws
-    span().for_each_run(head, end - head, [&](slot* run, slot* run_end) {
-      for (; run != run_end; ++run) {
-        ++next;  // consumed even if f throws
-        const detail::destroy_element_on_exit<T> destroy{ run->element() };
-        f(std::move(*destroy.item));
-      }
+    return drain(max, [&f](T* item, size_type& next) {
+      ++next;  // consumed even if f throws
+      const detail::destroy_element_on_exit<T> destroy{ item };
+      f(std::move(*item));
     });
-    return end - head;
   }
 
   /// How many elements the ring held at some moment during the call. [any thread]
@@ -345,6 +322,27 @@ class spsc_ring : noncopyable {
   // free_slots(), ordering our reads and destruction before the producer's reuse.
   void publish_head(size_type head) noexcept {
     consumer_.head.store(head, std::memory_order_release);
+  }
+
+  // [consumer] Calls take(element, next) for up to `max` ready elements, oldest first; `take`
+  // advances `next` past each element it removed. The removed elements' slots are freed with one
+  // store of `next`, also when `take` throws. Returns how many it removed.
+  template <typename Take>
+  size_type drain(size_type max, Take take) {
+    consumer_.owner.check("spsc_ring", "consumer");
+    const size_type head = consumer_.head.load(std::memory_order_relaxed);  // only we write head
+    const size_type end = head + std::min(max, ready(head, max));
+    if (end == head) {
+      return 0;
+    }
+    size_type next = head;
+    const detail::publish_index_on_exit publish{ consumer_.head, next };
+    span().for_each_run(head, end - head, [&](slot* run, slot* run_end) {
+      for (; run != run_end; ++run) {
+        take(run->element(), next);
+      }
+    });
+    return end - head;
   }
 
   T* peek(size_type head) noexcept { return ready(head, 1) == 0 ? nullptr : element(head); }
