@@ -98,7 +98,7 @@ class queue : noncopyable {
   template <typename... Args>
   void emplace(Args&&... args) {
     detail::hazard_record& record = detail::local_record();
-    link_last(record, make_node(record, std::forward<Args>(args)...));
+    link_last(record, pool::create_with_value(record, std::forward<Args>(args)...));
   }
 
   /// Moves the first element into `out` and returns true, or returns false when the queue is
@@ -131,18 +131,6 @@ class queue : noncopyable {
     // relaxed: the queue is published to other threads by whatever hands them its address.
     head_.value.store(dummy, std::memory_order_relaxed);
     tail_.value.store(dummy, std::memory_order_relaxed);
-  }
-
-  template <typename... Args>
-  static node* make_node(detail::hazard_record& record, Args&&... args) {
-    node* fresh = pool::create(record);
-    try {
-      fresh->value_.construct(std::forward<Args>(args)...);
-    } catch (...) {
-      pool::destroy(record, fresh);  // never published
-      throw;
-    }
-    return fresh;
   }
 
   void link_last(detail::hazard_record& record, node* fresh) noexcept {

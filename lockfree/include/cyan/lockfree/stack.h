@@ -81,13 +81,7 @@ class stack : noncopyable {
   template <typename... Args>
   void emplace(Args&&... args) {
     detail::hazard_record& record = detail::local_record();
-    node* fresh = pool::create(record);
-    try {
-      fresh->value_.construct(std::forward<Args>(args)...);
-    } catch (...) {
-      pool::destroy(record, fresh);  // never published
-      throw;
-    }
+    node* fresh = pool::create_with_value(record, std::forward<Args>(args)...);
     // relaxed: only a first guess for the CAS, which never dereferences it.
     node* top = top_.value.load(std::memory_order_relaxed);
     do {

@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 
@@ -35,7 +36,9 @@ struct hazard_slot_block {
   std::atomic<hazard_slot_block*> next_{ nullptr };
 };
 
-/// The owning thread's slab being carved and its retired nodes, for one block class.
+class slab_returns;
+
+/// The owning thread's slab being carved and its listed retired nodes, for one block class.
 struct class_cache {
   std::byte* carve_next_ = nullptr;  // the slab's next unused block
   std::byte* carve_end_ = nullptr;
@@ -89,13 +92,14 @@ class alignas(cache_line_size) hazard_record : noncopyable {
   }
 
   /// Takes a node that its container has unlinked; its block is reused once no slot holds it.
+  /// The node is only noted in a buffer: linking it into a list now would write to a cache line
+  /// that other threads were just reading, and stall this thread's next locked instruction.
   void retire(std::size_t block_class, reclaimable* node) noexcept {
-    class_cache& cache = caches_[block_class];
-    node->retired_next_ = cache.retired_;
-    cache.retired_ = node;
-    ++cache.retired_count_;
+    retire_buffer_[buffered_++] = reinterpret_cast<std::uintptr_t>(node) | block_class;
     if (++retired_total_ >= scan_threshold_) [[unlikely]] {
       scan();
+    } else if (buffered_ == kRetireBuffer) [[unlikely]] {
+      spill_buffer();
     }
   }
 
@@ -124,12 +128,24 @@ class alignas(cache_line_size) hazard_record : noncopyable {
   void stop_carving(std::size_t block_class) noexcept;
   void adopt_orphans() noexcept;
   void orphan_retired(std::size_t block_class) noexcept;
+  void spill_buffer() noexcept;
+  void list_retired(std::size_t block_class, reclaimable* node) noexcept;
   bool collect_hazards() noexcept;
-  std::size_t reclaim_unprotected(std::size_t block_class) noexcept;
+  bool is_protected(const void* node) const noexcept;
+  std::size_t reclaim_listed(std::size_t block_class, slab_returns& returns) noexcept;
+  std::size_t reclaim_buffered(slab_returns& returns) noexcept;
+
+  // Retired nodes not yet listed, each tagged with its block class in the low bits that block
+  // alignment leaves free. Enough that with up to 24 threads every scan finds them all here.
+  static constexpr std::size_t kRetireBuffer = 256;
+  static constexpr std::uintptr_t kClassMask = 15;
+  static_assert(kBlockClassCount <= kClassMask + 1 && kClassMask < cache_line_size);
 
   alignas(cache_line_size) std::size_t depth_ = 0;  // slots in use
-  std::size_t retired_total_ = 0;
+  std::size_t retired_total_ = 0;                   // buffered and listed
   std::size_t scan_threshold_ = 0;
+  std::array<std::uintptr_t, kRetireBuffer> retire_buffer_;
+  std::size_t buffered_ = 0;
   std::array<class_cache, kBlockClassCount> caches_{};
   std::unique_ptr<const void*[]> hazards_;  // scan()'s sorted snapshot of published hazards
   std::size_t hazard_count_ = 0;
@@ -140,7 +156,7 @@ class alignas(cache_line_size) hazard_record : noncopyable {
 inline constinit thread_local hazard_record* tls_record = nullptr;
 
 /// Claims a record for the calling thread: the slow path of local_record(). Calls std::terminate
-/// if a new record (about 1 KB, once per thread) cannot be allocated.
+/// if a new record (about 3 KB, once per thread) cannot be allocated.
 hazard_record& claim_record() noexcept;
 
 /// The calling thread's record. [any thread]

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "cyan/common/noncopyable.h"
 #include "cyan/lockfree/detail/block_class.h"
@@ -56,6 +57,20 @@ struct node_pool {
 
   /// A node with an unconstructed value. Throws std::bad_alloc.
   static Node* create(hazard_record& record) { return ::new (record.allocate(kBlockClass)) Node; }
+
+  /// A node holding a value constructed from `args`. Throws std::bad_alloc or what that
+  /// constructor throws, and then has allocated nothing.
+  template <typename... Args>
+  static Node* create_with_value(hazard_record& record, Args&&... args) {
+    Node* fresh = create(record);
+    try {
+      fresh->value_.construct(std::forward<Args>(args)...);
+    } catch (...) {
+      destroy(record, fresh);  // never published
+      throw;
+    }
+    return fresh;
+  }
 
   /// Gives back a node that no other thread can reach (never published, or its container is
   /// being destroyed).

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -26,10 +27,19 @@ struct slab_header {
   std::atomic<std::uint32_t> returned_{ 0 };
 };
 
+/// ~(slab_bytes() - 1) per class, from a table: computing it is a division.
+inline constexpr auto kSlabMasks = [] {
+  std::array<std::uintptr_t, kBlockClassCount> masks{};
+  for (std::size_t block_class = 0; block_class < kBlockClassCount; ++block_class) {
+    masks[block_class] = ~(slab_bytes(block_class) - 1);
+  }
+  return masks;
+}();
+
 /// The slab a block of `block_class` was carved from.
 inline slab_header* slab_of(const void* block, std::size_t block_class) noexcept {
   const auto address = reinterpret_cast<std::uintptr_t>(block);
-  return reinterpret_cast<slab_header*>(address & ~(slab_bytes(block_class) - 1));
+  return reinterpret_cast<slab_header*>(address & kSlabMasks[block_class]);
 }
 
 /// Under AddressSanitizer a returned block is poisoned, so that reading a reclaimed node is
