@@ -166,8 +166,9 @@ class spsc_ring : noncopyable {
   /// many; their slots are freed together, with one index store. If an assignment throws, the
   /// elements before it are removed, that one and the later ones stay. [consumer]
   template <typename OutputIt>
-  requires std::output_iterator<OutputIt, T&&> size_type pop_n(OutputIt out, size_type max)
-  noexcept(detail::nothrow_pop_into<T, OutputIt>) {
+  requires std::output_iterator<OutputIt, T&&>
+  [[nodiscard]] size_type pop_n(OutputIt out,
+                                size_type max) noexcept(detail::nothrow_pop_into<T, OutputIt>) {
     return drain(max, [&out](T* item, size_type& next) {
       *out = std::move(*item);
       std::destroy_at(item);
@@ -198,7 +199,9 @@ class spsc_ring : noncopyable {
     });
   }
 
-  /// How many elements the ring held at some moment during the call. [any thread]
+  /// How many elements the ring holds. From the producer or the consumer: the count at some
+  /// moment during the call. From another thread: an estimate between 0 and capacity().
+  /// [any thread]
   [[nodiscard]] size_type size() const noexcept {
     // acquire: pairs with the release store in publish_head(); the consumer read a tail at
     // least this large before storing head, so the tail read next cannot be smaller.
@@ -208,7 +211,7 @@ class spsc_ring : noncopyable {
     return std::min(tail - head, capacity());
   }
 
-  /// Whether the ring was empty at some moment during the call. [any thread]
+  /// Whether size() is 0. [any thread]
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
 
   /// How many elements the ring holds when full: a power of two. [any thread]
