@@ -138,8 +138,8 @@ class stack : noncopyable {
       if (top == nullptr) {
         return nullptr;
       }
-      // top cannot be reused while guarded, so a successful CAS means it was not popped in
-      // between, and its link is still the one it was pushed with: no ABA.
+      // top's block cannot be reused while guarded, so finding its address still on top means
+      // it was never popped in between and its link is the one it was pushed with: no ABA.
       if (top_.value.compare_exchange_strong(top, top->next_)) {
         return top;
       }
