@@ -127,15 +127,18 @@ sample run_threads(std::size_t producers, std::size_t consumers,
 // ---------------------------------------------------------------------------------------------
 // MPMC queues. Each arm adapts one queue to push(item) / try_pop(item&).
 
+// Both node-based queues pool nodes for 64 Ki items before timing (boost needs a capacity to
+// pool anything); beyond that, push allocates in both.
+constexpr std::size_t kPooledNodes = 1u << 16;
+
 struct cyan_queue_arm {
-  cyan::lockfree::queue<item> queue;
+  cyan::lockfree::queue<item> queue{ kPooledNodes };
   void push(item value) { queue.push(value); }
   bool try_pop(item& value) { return queue.try_pop(value); }
 };
 
 struct boost_queue_arm {
-  // Nodes for 64 Ki items are pooled before timing; beyond that, push allocates.
-  boost::lockfree::queue<item> queue{ 1u << 16 };
+  boost::lockfree::queue<item> queue{ kPooledNodes };
   void push(item value) {
     while (!queue.push(value)) {
       cyan::cpu_relax();
