@@ -58,19 +58,18 @@ class pool_core : noncopyable {
   void mark_idle(worker_state& self) noexcept;
   void reclaim(worker_state& self) noexcept;
   void wake_one() noexcept;
-  void push(task&& t);
   void post_handed_over(task&& step);
-  void leave_post() noexcept;
+  void leave_serial_post() noexcept;
   void try_finish() noexcept;
   static void on_tracker_released(void* self) noexcept;
   void report(std::exception_ptr error) noexcept;
 
+  // Sealed by stop(), closed when the workers are told to stop (see "Stop" in thread_pool.cpp).
   task_queue queue_;
-  // Posts between their first step and their last (see "Stop" in thread_pool.cpp).
-  cache_padded<std::atomic<std::uint32_t>> posting_;
+  // Token posts between their check of the seal and the end of their submit (see "Stop").
+  cache_padded<std::atomic<std::uint32_t>> serial_posting_;
   // Workers marked idle (see "Sleep" in thread_pool.cpp).
   cache_padded<std::atomic<std::uint32_t>> sleepers_;
-  std::atomic<bool> accepting_{ true };
   std::atomic<bool> discarding_{ false };
   std::atomic<bool> finished_{ false };  // the workers were told to stop
   std::atomic<std::size_t> next_delayed_{ 0 };

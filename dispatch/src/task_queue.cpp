@@ -1,5 +1,6 @@
 #include "cyan/dispatch/detail/task_queue.h"
 
+#include <algorithm>
 #include <new>
 #include <thread>
 #include <utility>
@@ -51,15 +52,24 @@ task_queue::~task_queue() {
   }
   // relaxed: no other thread uses the queue any more.
   delete head_.value.current.load(std::memory_order_relaxed);
-  delete spare_.value.load(std::memory_order_relaxed);
+  for (std::atomic<block*>& spare : spares_.slots) {
+    delete spare.load(std::memory_order_relaxed);
+  }
 }
 
-void task_queue::push(task&& value) {
+bool task_queue::try_push(task&& value, push_policy policy) {
+  const std::size_t refused = policy == push_policy::unless_sealed ? kSealed | kClosed : kClosed;
   block* next_block = nullptr;
   // acquire: pairs with the release stores of tail_ when a block is installed.
   std::size_t tail = tail_.value.index.load(std::memory_order_acquire);
   block* current = tail_.value.current.load(std::memory_order_acquire);
   for (unsigned turn = 0;;) {
+    if ((tail & refused) != 0) {
+      if (next_block != nullptr) {
+        recycle(next_block);
+      }
+      return false;
+    }
     const std::size_t offset = (tail >> kShift) % kLap;
     if (offset == kBlockSlots) {  // another producer is installing the next block
       back_off(turn);
@@ -76,9 +86,10 @@ void task_queue::push(task&& value) {
     if (tail_.value.index.compare_exchange_weak(tail, new_tail, std::memory_order_seq_cst,
                                                 std::memory_order_acquire)) {
       if (offset + 1 == kBlockSlots) {  // claimed the last slot: install the next block
-        // release: pairs with the acquire loads of tail_ in push() and of next in wait_next().
+        // release: pairs with the acquire loads of tail_ in try_push() and of next in
+        // wait_next(). An add, not a store: seal() may have set a flag meanwhile.
         tail_.value.current.store(next_block, std::memory_order_release);
-        tail_.value.index.store(new_tail + (1 << kShift), std::memory_order_release);
+        tail_.value.index.fetch_add(1 << kShift, std::memory_order_release);
         current->next.store(next_block, std::memory_order_release);
         next_block = nullptr;
       }
@@ -89,13 +100,41 @@ void task_queue::push(task&& value) {
       if (next_block != nullptr) {
         recycle(next_block);
       }
-      return;
+      return true;
     }
     current = tail_.value.current.load(std::memory_order_acquire);
   }
 }
 
+void task_queue::seal() noexcept {
+  tail_.value.index.fetch_or(kSealed, std::memory_order_seq_cst);  // a total-order point
+}
+
+bool task_queue::sealed() const noexcept {
+  return (tail_.value.index.load(std::memory_order_seq_cst) & kSealed) != 0;
+}
+
+bool task_queue::close_if_empty() noexcept {
+  std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
+  for (;;) {
+    if ((tail & kClosed) != 0) {
+      return true;
+    }
+    // A claim moves tail, so the CAS below fails if a push came after this look.
+    if ((head_.value.index.load(std::memory_order_seq_cst) >> kShift) != (tail >> kShift)) {
+      return false;
+    }
+    if (tail_.value.index.compare_exchange_weak(tail, tail | kClosed, std::memory_order_seq_cst)) {
+      return true;
+    }
+  }
+}
+
 bool task_queue::try_pop(task& out) noexcept {
+  return try_pop_many(&out, 1) == 1;
+}
+
+std::size_t task_queue::try_pop_many(task* out, std::size_t max) noexcept {
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);
@@ -107,69 +146,104 @@ bool task_queue::try_pop(task& out) noexcept {
       current = head_.value.current.load(std::memory_order_acquire);
       continue;
     }
-    std::size_t new_head = head + (1 << kShift);
-    if ((new_head & kHasNext) == 0) {
+    std::size_t count = std::min(max, kBlockSlots - offset);  // never past this block
+    std::size_t has_next = head & kHasNext;
+    if (has_next == 0) {
       // seq_cst: see empty().
       const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
-      if ((head >> kShift) == (tail >> kShift)) {
-        return false;
+      const std::size_t available = (tail >> kShift) - (head >> kShift);
+      if (available == 0) {
+        return 0;
       }
       if ((head >> kShift) / kLap != (tail >> kShift) / kLap) {
-        new_head |= kHasNext;
+        has_next = kHasNext;
+      } else {  // few left: take at most half, so that other consumers get some
+        count = std::min(count, (available + 1) / 2);
       }
     }
+    const std::size_t new_head = (((head >> kShift) + count) << kShift) | has_next;
     if (head_.value.index.compare_exchange_weak(head, new_head, std::memory_order_seq_cst,
                                                 std::memory_order_acquire)) {
-      if (offset + 1 == kBlockSlots) {  // claimed the last slot: move head to the next block
-        block* next = wait_next(current);
-        std::size_t next_index = (new_head & ~kHasNext) + (1 << kShift);
-        if (next->next.load(std::memory_order_relaxed) != nullptr) {
-          next_index |= kHasNext;
-        }
-        // release: pairs with the acquire loads of head_ in try_pop().
-        head_.value.current.store(next, std::memory_order_release);
-        head_.value.index.store(next_index, std::memory_order_release);
-      }
-      slot& s = current->slots[offset];
-      wait_written(s);
-      out = std::move(*s.value());
-      s.value()->~task();
-      if (offset + 1 == kBlockSlots) {
-        destroy_block(current, 0);
-        // acq_rel: the release orders this read before the destroyer's free; the acquire pairs
-        // with the destroyer's kDestroy, handing the rest of the destruction to this reader.
-      } else if ((s.state.fetch_or(kRead, std::memory_order_acq_rel) & kDestroy) != 0) {
-        destroy_block(current, offset + 1);
-      }
-      return true;
+      take(current, offset, count, new_head, out);
+      return count;
     }
     current = head_.value.current.load(std::memory_order_acquire);
   }
 }
 
+// After a consumer claimed slots [offset, offset + count) of `current` (head now `new_head`):
+// moves head to the next block if it claimed the last slot, moves the tasks out, and marks the
+// slots read, taking part in the block's destruction.
+void task_queue::take(block* current, std::size_t offset, std::size_t count, std::size_t new_head,
+                      task* out) noexcept {
+  const bool last = offset + count == kBlockSlots;
+  if (last) {
+    block* next = wait_next(current);
+    std::size_t next_index = (new_head & ~kHasNext) + (1 << kShift);  // past the sentinel
+    if (next->next.load(std::memory_order_relaxed) != nullptr) {
+      next_index |= kHasNext;
+    }
+    // release: pairs with the acquire loads of head_ in try_pop_many().
+    head_.value.current.store(next, std::memory_order_release);
+    head_.value.index.store(next_index, std::memory_order_release);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    slot& s = current->slots[offset + i];
+    wait_written(s);
+    out[i] = std::move(*s.value());
+    s.value()->~task();
+  }
+  const std::size_t end = last ? count - 1 : count;  // the last slot is never marked
+  for (std::size_t i = 0; i < end; ++i) {
+    // acq_rel: the release orders this read before the destroyer's free; the acquire pairs
+    // with the destroyer's kDestroy, handing the rest of the destruction to this reader.
+    if ((current->slots[offset + i].state.fetch_or(kRead, std::memory_order_acq_rel) & kDestroy) !=
+        0) {
+      destroy_block(current, offset + i + 1);
+    }
+  }
+  if (last) {
+    destroy_block(current, 0);
+  }
+}
+
 bool task_queue::empty() const noexcept {
   // seq_cst: the tail load takes part in the total order with the producers' seq_cst claims,
-  // which the pool's sleep handshake relies on (see push()).
+  // which the pool's sleep handshake relies on (see try_push()).
   const std::size_t head = head_.value.index.load(std::memory_order_seq_cst);
   const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
   return (head >> kShift) == (tail >> kShift);
 }
 
 task_queue::block* task_queue::new_block() {
-  // acquire: pairs with the release exchange in recycle(), which reset the block first.
-  block* reused = spare_.value.exchange(nullptr, std::memory_order_acquire);
-  return reused != nullptr ? reused : new block;
+  for (std::atomic<block*>& spare : spares_.slots) {
+    // relaxed: a look; the exchange decides. acquire: pairs with the release CAS in recycle(),
+    // which reset the block first.
+    if (spare.load(std::memory_order_relaxed) != nullptr) {
+      if (block* reused = spare.exchange(nullptr, std::memory_order_acquire)) {
+        return reused;
+      }
+    }
+  }
+  return new block;
 }
 
 void task_queue::recycle(block* b) noexcept {
-  // relaxed: the block is private to this thread until the release exchange below.
+  // relaxed: the block is private to this thread until the release CAS below.
   b->next.store(nullptr, std::memory_order_relaxed);
   for (slot& s : b->slots) {
     s.state.store(0, std::memory_order_relaxed);
   }
-  // acq_rel: the release pairs with the acquire exchange in new_block() (and here), which takes
-  // the block; the acquire takes ownership of the spare this replaces, to free it.
-  delete spare_.value.exchange(b, std::memory_order_acq_rel);
+  for (std::atomic<block*>& spare : spares_.slots) {
+    block* empty = nullptr;
+    // release: pairs with the acquire exchange in new_block().
+    if (spare.load(std::memory_order_relaxed) == nullptr &&
+        spare.compare_exchange_strong(empty, b, std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+      return;
+    }
+  }
+  delete b;
 }
 
 // Frees `b` once every slot from `start` on has been read. A slot whose reader is still busy
@@ -189,7 +263,7 @@ void task_queue::destroy_block(block* b, std::size_t start) noexcept {
 
 task_queue::block* task_queue::wait_next(block* b) noexcept {
   unsigned turn = 0;
-  // acquire: pairs with the release store of next in push().
+  // acquire: pairs with the release store of next in try_push().
   for (block* next = b->next.load(std::memory_order_acquire);;
        next = b->next.load(std::memory_order_acquire)) {
     if (next != nullptr) {
@@ -201,7 +275,7 @@ task_queue::block* task_queue::wait_next(block* b) noexcept {
 
 void task_queue::wait_written(slot& s) noexcept {
   unsigned turn = 0;
-  // acquire: pairs with the release fetch_or of kWritten in push().
+  // acquire: pairs with the release fetch_or of kWritten in try_push().
   while ((s.state.load(std::memory_order_acquire) & kWritten) == 0) {
     back_off(turn);
   }

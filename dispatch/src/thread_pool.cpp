@@ -20,15 +20,16 @@
 // after that producer's wake, and goes back to sleep only through a new increment, so the
 // argument repeats. Busy workers are not marked, so a post then costs no wake-up at all.
 //
-// Stop. accepting_ = false refuses user posts. posting_ counts posts in progress: a post
-// increments it before it checks accepting_ and decrements it after its push, so once
-// accepting_ is false, posting_ == 0 means no accepted task is still on its way. Token tasks
-// posted to this pool but still waiting behind another executor's task are counted by
-// tracker_. The pool is drained when, read in this order, posting_ == 0, tracker_ is released
-// and the queue is empty: a hand-over pushes (inside a post) before it releases the tracker.
-// Then try_finish() stops the workers, once; whoever may change one of the three conditions
-// calls it: stop() itself, a worker that found the queue empty, a post as it leaves, and the
-// tracker when it is released.
+// Stop. stop() seals the queue: a user post's claim either precedes the seal (the task is
+// queued and will run, or be cancelled by discard) or is refused, and the post throws. Token
+// posts are counted in serial_posting_ from before their check of the seal to the end of their
+// submit, and the tasks they park behind another executor's task are counted by tracker_. The
+// pool is drained when, read in this order, serial_posting_ == 0, tracker_ is released and the
+// queue is empty; then close_if_empty() closes it (atomically with the emptiness check, so a
+// token hand-over, the one push allowed after the seal, is either queued first or refused) and
+// the workers are told to stop, once. Whoever may change one of those conditions calls
+// try_finish(): stop() itself, a worker that found the queue empty, a token post as it leaves,
+// and the tracker when it is released (a hand-over releases it only after its push).
 
 namespace cyan::dispatch {
 namespace detail {
@@ -37,6 +38,9 @@ namespace {
 // Tasks a worker runs from the shared queue before it looks at its own inbox (and its loop's
 // timers) again.
 constexpr std::size_t kBatch = 64;
+// Tasks a worker claims from the queue at once: fewer claims (CASes on the shared head) per
+// task, while a long queue lasts; the queue itself hands out less when little is left.
+constexpr std::size_t kClaim = 8;
 // How long an idle worker keeps looking at the queue before it may sleep: long enough to
 // bridge the gaps of a producer posting a stream, short enough to give the CPU back soon.
 constexpr std::chrono::microseconds kSpin{ 50 };
@@ -83,16 +87,14 @@ pool_core::~pool_core() {
 // ---- posting ------------------------------------------------------------------------------
 
 void pool_core::post(task&& t) {
-  posting_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop"
-  if (!accepting_.load(std::memory_order_seq_cst)) {
-    leave_post();
+  if (!queue_.try_push(std::move(t))) {
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
-  push(std::move(t));
+  wake_one();
 }
 
 void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
-  if (!accepting_.load(std::memory_order_seq_cst)) {
+  if (queue_.sealed()) {
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
   // The worker whose timer fires runs the task; its handler_thread cancels it if the pool
@@ -104,49 +106,33 @@ void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
 }
 
 void pool_core::post_serial(const serial_token& token, task&& t) {
-  posting_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop": covers the parking
-  if (!accepting_.load(std::memory_order_seq_cst)) {
-    leave_post();
+  serial_posting_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop"
+  if (queue_.sealed()) {
+    leave_serial_post();
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
   try {
     serial_access::submit(
         token, std::move(t), [this](task step) { post_handed_over(std::move(step)); }, &tracker_);
   } catch (...) {
-    leave_post();
+    leave_serial_post();
     throw;
   }
-  leave_post();
+  leave_serial_post();
 }
 
 // A token's step handed over by whoever finished the token's previous task. Accepted while
-// draining (it was posted before stop()); refused once the workers were told to stop, which
-// destroys it unrun: the token task is cancelled and the token moves on.
+// draining (it was posted before stop()); refused once the queue is closed, which destroys it
+// unrun (with this function's caller's parameter): the token task is cancelled and the token
+// moves on.
 void pool_core::post_handed_over(task&& step) {
-  posting_.value.fetch_add(1, std::memory_order_seq_cst);
-  if (finished_.load(std::memory_order_seq_cst)) {
-    leave_post();
-    return;
+  if (queue_.try_push(std::move(step), task_queue::push_policy::unless_closed)) {
+    wake_one();
   }
-  push(std::move(step));
 }
 
-// Pushes for a post that entered posting_, then leaves it and wakes a worker if one sleeps.
-void pool_core::push(task&& t) {
-  try {
-    queue_.push(std::move(t));
-  } catch (...) {
-    leave_post();
-    throw;
-  }
-  wake_one();
-  leave_post();
-}
-
-// A worker may run the pushed task and look for the end of a drain before this post leaves:
-// then the post is the last to change a condition of try_finish(), so it calls it.
-void pool_core::leave_post() noexcept {
-  if (posting_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+void pool_core::leave_serial_post() noexcept {
+  if (serial_posting_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
     try_finish();
   }
 }
@@ -163,16 +149,22 @@ bool pool_core::worker_state::has_work(handler_thread&) noexcept {
 
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
   reclaim(self);
-  task t;
+  task claimed[kClaim];
   std::size_t ran = 0;
   do {
-    while (ran < kBatch && queue_.try_pop(t)) {
-      run_one(t);
-      ++ran;
+    while (ran < kBatch) {
+      const std::size_t count = queue_.try_pop_many(claimed, kClaim);
+      if (count == 0) {
+        break;
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        run_one(claimed[i]);
+      }
+      ran += count;
     }
   } while (ran == 0 && spin_for_work());
   if (ran == 0) {
-    if (!accepting_.load(std::memory_order_seq_cst)) {
+    if (queue_.sealed()) {
       try_finish();
     }
     mark_idle(self);
@@ -205,8 +197,7 @@ bool pool_core::spin_for_work() const noexcept {
       cpu_relax();
       continue;
     }
-    if (!accepting_.load(std::memory_order_relaxed) ||
-        std::chrono::steady_clock::now() >= deadline) {
+    if (queue_.sealed() || std::chrono::steady_clock::now() >= deadline) {
       return false;
     }
     std::this_thread::yield();
@@ -248,7 +239,7 @@ void pool_core::stop(stop_mode mode) noexcept {
   if (mode == stop_mode::discard) {
     discarding_.store(true, std::memory_order_seq_cst);
   }
-  accepting_.store(false, std::memory_order_seq_cst);
+  queue_.seal();
   if (finished_.load(std::memory_order_seq_cst)) {
     if (mode == stop_mode::discard) {  // the workers may still hold delayed tasks
       for (auto& worker : workers_) {
@@ -261,12 +252,12 @@ void pool_core::stop(stop_mode mode) noexcept {
 }
 
 void pool_core::try_finish() noexcept {
-  if (accepting_.load(std::memory_order_seq_cst) || finished_.load(std::memory_order_seq_cst)) {
+  if (!queue_.sealed() || finished_.load(std::memory_order_seq_cst)) {
     return;
   }
   // In this order (see "Stop").
-  if (posting_.value.load(std::memory_order_seq_cst) != 0 || !tracker_.released() ||
-      !queue_.empty()) {
+  if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 || !tracker_.released() ||
+      !queue_.close_if_empty()) {
     return;
   }
   if (finished_.exchange(true, std::memory_order_seq_cst)) {

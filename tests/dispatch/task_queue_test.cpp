@@ -25,7 +25,7 @@ TEST(task_queue, is_fifo_across_many_blocks) {
   std::vector<int> ran;
   EXPECT_TRUE(queue.empty());
   for (int i = 0; i < 1000; ++i) {  // 1000 tasks span 33 blocks of 31 slots
-    queue.push([&ran, i] { ran.push_back(i); });
+    ASSERT_TRUE(queue.try_push([&ran, i] { ran.push_back(i); }));
   }
   EXPECT_FALSE(queue.empty());
   task_queue::task t;
@@ -44,7 +44,7 @@ TEST(task_queue, destruction_destroys_leftover_tasks_once) {
   {
     task_queue queue;
     for (int i = 0; i < 100; ++i) {
-      queue.push([captured = lifecycle(i)] {});
+      ASSERT_TRUE(queue.try_push([captured = lifecycle(i)] {}));
     }
     task_queue::task t;
     for (int i = 0; i < 40; ++i) {
@@ -56,8 +56,68 @@ TEST(task_queue, destruction_destroys_leftover_tasks_once) {
   EXPECT_EQ(lifecycle::live(), 0);
 }
 
+TEST(task_queue, seal_refuses_ordinary_pushes_and_close_waits_for_empty) {
+  task_queue queue;
+  int ran = 0;
+  ASSERT_TRUE(queue.try_push([&ran] { ++ran; }));
+  EXPECT_FALSE(queue.sealed());
+  queue.seal();
+  EXPECT_TRUE(queue.sealed());
+  task_queue::task refused = [&ran] { ran += 100; };
+  EXPECT_FALSE(queue.try_push(std::move(refused)));
+  EXPECT_TRUE(static_cast<bool>(refused));  // left untouched
+  EXPECT_TRUE(queue.try_push([&ran] { ++ran; }, task_queue::push_policy::unless_closed));
+  EXPECT_FALSE(queue.close_if_empty());  // two tasks queued
+  task_queue::task t;
+  while (queue.try_pop(t)) {
+    t();
+  }
+  EXPECT_EQ(ran, 2);
+  EXPECT_TRUE(queue.close_if_empty());
+  EXPECT_TRUE(queue.close_if_empty());  // stays closed
+  EXPECT_FALSE(queue.try_push([] {}, task_queue::push_policy::unless_closed));
+  EXPECT_TRUE(queue.empty());
+}
+
+// A seal racing with producers: every push that was accepted is popped, none after the seal.
+TEST(task_queue, a_seal_racing_with_pushes_loses_nothing) {
+  const std::size_t per_producer = env_or("CYAN_STRESS_ITEMS", 100000);
+  task_queue queue;
+  std::atomic<std::size_t> accepted{ 0 };
+  std::atomic<std::size_t> executed{ 0 };
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 2; ++p) {
+    producers.emplace_back([&] {
+      for (std::size_t i = 0; i < per_producer; ++i) {
+        if (!queue.try_push([&executed] { executed.fetch_add(1); })) {
+          return;
+        }
+        accepted.fetch_add(1);
+      }
+    });
+  }
+  std::size_t popped_before_seal = 0;
+  task_queue::task t;
+  while (popped_before_seal < per_producer / 2 && accepted.load() < 2 * per_producer) {
+    if (queue.try_pop(t)) {
+      t();
+      ++popped_before_seal;
+    }
+  }
+  queue.seal();
+  for (auto& producer : producers) {
+    producer.join();
+  }
+  while (queue.try_pop(t)) {
+    t();
+  }
+  EXPECT_TRUE(queue.close_if_empty());
+  EXPECT_EQ(executed.load(), accepted.load());
+}
+
 // Every task runs exactly once, and tasks of one producer leave the queue in push order
-// (checked per consumer: what one consumer pops of one producer's tasks increases).
+// (checked per consumer: what one consumer pops of one producer's tasks increases), whether
+// consumers claim one task at a time or several.
 TEST(task_queue, concurrent_producers_and_consumers) {
   const std::size_t per_producer = env_or("CYAN_STRESS_ITEMS", 200000);
   constexpr int kProducers = 3;
@@ -73,26 +133,30 @@ TEST(task_queue, concurrent_producers_and_consumers) {
   for (int p = 0; p < kProducers; ++p) {
     threads.emplace_back([&, p] {
       for (std::size_t i = 0; i < per_producer; ++i) {
-        queue.push([&, p, i] {
+        const bool pushed = queue.try_push([&, p, i] {
           runs[p * per_producer + i].fetch_add(1, std::memory_order_relaxed);
           if (static_cast<std::int64_t>(i) <= (*last_seen)[p]) {
             order_errors.fetch_add(1);
           }
           (*last_seen)[p] = static_cast<std::int64_t>(i);
         });
+        ASSERT_TRUE(pushed);
       }
       producers_done.fetch_add(1);
     });
   }
   for (int c = 0; c < kConsumers; ++c) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, c] {
       std::vector<std::int64_t> mine(kProducers, -1);
       last_seen = &mine;
-      task_queue::task t;
+      const std::size_t claim = 1 + 3 * static_cast<std::size_t>(c);  // 1, 4 and 7 at a time
+      task_queue::task claimed[7];
       for (;;) {
-        if (queue.try_pop(t)) {
-          t();
-        } else if (producers_done.load() == kProducers && queue.empty()) {
+        const std::size_t count = queue.try_pop_many(claimed, claim);
+        for (std::size_t i = 0; i < count; ++i) {
+          claimed[i]();
+        }
+        if (count == 0 && producers_done.load() == kProducers && queue.empty()) {
           return;
         }
       }

@@ -21,8 +21,8 @@ namespace cyan::dispatch::detail {
 ///
 /// Why not lockfree::queue: that Michael–Scott queue pays hazard pointers and a node per
 /// element; a pool moves millions of tiny tasks, and here a task costs one uncontended CAS to
-/// post, with one block allocation per kBlockSlots tasks (none in steady state: the last freed
-/// block is kept as a spare).
+/// post, with one block allocation per kBlockSlots tasks (none in steady state: freed blocks
+/// are kept as spares).
 ///
 /// Every member except construction and destruction may be called from any thread at once.
 class task_queue : noncopyable {
@@ -34,26 +34,53 @@ class task_queue : noncopyable {
   /// Destroys the tasks still queued, unrun. No other thread may use the queue any more.
   ~task_queue();
 
-  /// Appends `value`. Throws std::bad_alloc (only when a new block is needed and cannot be
-  /// allocated); the queue is then unchanged and `value` untouched. [any thread]
-  void push(task&& value);
+  /// Which pushes try_push() refuses.
+  enum class push_policy {
+    unless_sealed,  ///< refused once seal() was called (the pool's user posts)
+    unless_closed,  ///< refused only once close_if_empty() succeeded (work already promised)
+  };
+
+  /// Appends `value` and returns true, or returns false, leaving `value` untouched, when the
+  /// queue refuses it (see push_policy). The check is part of the claim, so a push either
+  /// precedes seal()/close_if_empty() or is refused. Throws std::bad_alloc (only when a new block
+  /// is needed and cannot be allocated); the queue is then unchanged. [any thread]
+  [[nodiscard]] bool try_push(task&& value, push_policy policy = push_policy::unless_sealed);
+
+  /// Refuses unless_sealed pushes from now on. [any thread]
+  void seal() noexcept;
+  [[nodiscard]] bool sealed() const noexcept;
+
+  /// Refuses every push from now on, if the queue is empty; returns whether it is closed.
+  /// [any thread]
+  [[nodiscard]] bool close_if_empty() noexcept;
 
   /// Moves the first task into `out` and returns true, or returns false when the queue is
   /// empty. [any thread]
   [[nodiscard]] bool try_pop(task& out) noexcept;
+
+  /// Moves up to `max` first tasks into out[0..n) with one claim and returns n (0: empty).
+  /// Takes at most half of what is left when little is, so that other consumers get a share.
+  /// [any thread]
+  [[nodiscard]] std::size_t try_pop_many(task* out, std::size_t max) noexcept;
 
   /// Whether the queue was empty at one moment during the call. seq_cst, so it can close a
   /// store–load (Dekker) handshake with a producer's push. [any thread]
   [[nodiscard]] bool empty() const noexcept;
 
  private:
-  // Index layout: position << kShift; in head_, bit 0 (kHasNext) says the head block already
+  // Index layout: position << kShift. In head_, bit 0 (kHasNext) says the head block already
   // has a successor, so a consumer need not look at the tail to know the queue is not empty.
-  static constexpr std::size_t kShift = 1;
+  // In tail_, bits 0 and 1 are the admission flags, which every claim compares and keeps.
+  static constexpr std::size_t kShift = 2;
   static constexpr std::size_t kHasNext = 1;
+  static constexpr std::size_t kSealed = 1;
+  static constexpr std::size_t kClosed = 2;
   // Positions per block; the last one never holds a task: a tail or head there means "the next
   // block is being installed".
-  static constexpr std::size_t kLap = 32;
+  // 255 tasks (20 KiB) per block: one allocation per 255 posts at most, which matters because
+  // blocks are allocated by producers and freed by consumers (a cross-thread free, which
+  // glibc's malloc serialises on its arena lock for blocks this size).
+  static constexpr std::size_t kLap = 256;
   static constexpr std::size_t kBlockSlots = kLap - 1;
 
   struct slot;
@@ -63,6 +90,8 @@ class task_queue : noncopyable {
     std::atomic<block*> current{ nullptr };
   };
 
+  void take(block* current, std::size_t offset, std::size_t count, std::size_t new_head,
+            task* out) noexcept;
   block* new_block();
   void recycle(block* b) noexcept;
   void destroy_block(block* b, std::size_t start) noexcept;
@@ -73,8 +102,12 @@ class task_queue : noncopyable {
   cache_padded<position> head_;
   // Written by producers.
   cache_padded<position> tail_;
-  // One freed block kept for the next producer that needs one.
-  cache_padded<std::atomic<block*>> spare_;
+  // Freed blocks kept for producers that need one (memory held when idle: at most
+  // kSpareBlocks blocks beyond the current one).
+  static constexpr std::size_t kSpareBlocks = 8;
+  struct alignas(cache_line_size) spare_blocks {
+    std::atomic<block*> slots[kSpareBlocks] = {};
+  } spares_;
 };
 
 }  // namespace cyan::dispatch::detail
