@@ -3,32 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstdlib>
 #include <future>
 #include <memory>
-#include <new>
 #include <string>
 
+#include "support/allocation_counter.h"
 #include "support/lifecycle.h"
 
 using cyan::test::lifecycle;
-
-namespace {
-
-// Counts global allocations so a test can prove that small closures are stored inline.
-thread_local int allocations = 0;
-
-}  // namespace
-
-void* operator new(std::size_t size) {
-  ++allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) {
-    return p;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 class UniqueFunction : public ::testing::Test {
  protected:
@@ -69,11 +51,11 @@ TEST_F(UniqueFunction, ClosureOf48BytesIsStoredWithoutAllocation) {
   static_assert(sizeof(closure) == 48);
   static_assert(cyan::unique_function<long()>::stored_inline<decltype(closure)>);
 
-  allocations = 0;
+  cyan::test::start_counting_allocations();
   cyan::unique_function<long()> f = closure;
   cyan::unique_function<long()> moved = std::move(f);
+  EXPECT_EQ(cyan::test::stop_counting_allocations(), 0);
   EXPECT_EQ(moved(), 7);
-  EXPECT_EQ(allocations, 0);
   EXPECT_FALSE(f);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
 }
 
@@ -83,13 +65,12 @@ TEST_F(UniqueFunction, LargeClosureAllocatesOnceAndMovesWithoutAllocating) {
   auto closure = [payload] { return int{ payload[199] }; };
   static_assert(!cyan::unique_function<int()>::stored_inline<decltype(closure)>);
 
-  allocations = 0;
+  cyan::test::start_counting_allocations();
   cyan::unique_function<int()> f = closure;
-  EXPECT_EQ(allocations, 1);
   cyan::unique_function<int()> moved = std::move(f);
   cyan::unique_function<int()> again;
   again = std::move(moved);
-  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(cyan::test::stop_counting_allocations(), 1);
   EXPECT_EQ(again(), 9);
 }
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "allocation_counter.h"
+#include "support/allocation_counter.h"
 #include "cyan/common/unique_function.h"
 #include "support/lifecycle.h"
 
