@@ -1,88 +1,68 @@
 #include <cassert>
+#include <cstddef>
 #include <utility>
 
 #include "cyan/dispatch/serial_token.h"
 
 namespace cyan::dispatch::detail {
 
-void serial_tracker::wait_released() {
-  std::unique_lock lock(mutex_);
-  released_.wait(lock, [this] { return parked_ == 0 && notifying_ == 0; });
-}
-
-bool serial_tracker::released() {
-  const std::lock_guard lock(mutex_);
-  return parked_ == 0;
-}
-
-void serial_tracker::add() {
-  const std::lock_guard lock(mutex_);
-  ++parked_;
-}
-
-void serial_tracker::remove() {
-  std::unique_lock lock(mutex_);
-  if (--parked_ != 0) {
-    return;
-  }
-  if (on_released_ != nullptr) {
-    ++notifying_;  // keeps wait_released() (and so the executor) waiting for the call
-    lock.unlock();
-    on_released_(context_);  // unlocked: it may call released()
-    lock.lock();
-    --notifying_;
-  }
-  if (parked_ == 0 && notifying_ == 0) {
-    released_.notify_all();
-  }
-}
-
 namespace {
 
-// Hand-overs deferred on this thread. A hand-over calls an executor's poster; if the poster
-// throws, the step job it was given is destroyed unrun inside that call, and its destructor must
-// hand the turn on again. Doing that recursively would nest one set of frames per cancelled
-// task (thousands, for a stopped executor with a long queue), so a hand-over started while
-// another is running on the same thread is queued here and run by the outer one.
-thread_local bool handing_over = false;
+// Token tasks a step runs inline, one after the other, before it hands the turn back to the
+// executor's queue: keeps a busy token from monopolising a worker.
+constexpr std::size_t kInlineBatch = 64;
+
+// Posts deferred on this thread. A post calls an executor's poster; if the poster throws, the
+// step it was given is destroyed unrun inside that call, and its destructor must pass the turn
+// on again. Doing that recursively would nest one set of frames per cancelled task (thousands,
+// for a stopped executor with a long queue), so a post started while another is running on the
+// same thread is queued here and run by the outer one.
+thread_local bool posting = false;
 thread_local serial_state* deferred = nullptr;
 
 }  // namespace
 
-// The job that holds a token's turn: running it runs the current task, destroying it unrun
-// cancels that task; either way the turn then passes to the next task. One pointer wide, so
-// executors store it without allocating.
+// The job that holds a token's turn, on the executor identified by `here` (its tracker).
+// Running it runs the current task and then, while the next one belongs to the same executor
+// (and the batch lasts), that one too; destroying it unrun cancels the current task. Either
+// way the turn then passes on. Two pointers wide, so executors store it without allocating.
 class serial_state::step {
  public:
-  explicit step(serial_state* state) noexcept : state_(state) {}
-  step(step&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  step(serial_state* state, serial_tracker* here) noexcept : state_(state), here_(here) {}
+  step(step&& other) noexcept : state_(std::exchange(other.state_, nullptr)), here_(other.here_) {}
   step& operator=(step&&) = delete;
 
   ~step() {
     if (state_ != nullptr) {
-      state_->current_ = nullptr;  // cancels an awaitable task
-      pass_turn(state_);
+      state_->current_.task = nullptr;  // cancels an awaitable task
+      state_->finish_one();
+      state_->release();
     }
   }
 
   void operator()() {
     serial_state* state = std::exchange(state_, nullptr);
-    struct pass_on_exit {
-      serial_state* state;
-      ~pass_on_exit() { pass_turn(state); }
-    } pass{ state };
-    // Destroyed before `pass`: the task's captures are gone before the next task starts.
-    unique_function<void()> task = std::move(state->current_);
-    task();  // an exception propagates to the executor after the turn has passed
-  }
-
- private:
-  static void pass_turn(serial_state* state) noexcept {
-    state->finish_one();
+    for (std::size_t ran = 1;; ++ran) {
+      state->run_current();  // throws after passing the turn on
+      // acq_rel: see finish_one().
+      if (state->count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        break;  // idle
+      }
+      state->take_next();
+      if (ran == kInlineBatch || here_ == nullptr || state->current_.tracker != here_ ||
+          !here_->inlining()) {
+        state->retain();  // released by schedule_post()
+        schedule_post(state);
+        break;
+      }
+      here_->remove();  // handed over to this very executor, now
+    }
     state->release();
   }
 
+ private:
   serial_state* state_;
+  serial_tracker* here_;
 };
 
 void serial_state::submit(unique_function<void()> task, serial_poster poster,
@@ -98,55 +78,74 @@ void serial_state::submit(unique_function<void()> task, serial_poster poster,
     }
     throw;
   }
-  // acq_rel: the release publishes the pushed item to the finish_one() that will pop it; the
-  // acquire pairs with finish_one()'s release when the token just went idle, ordering the
-  // previous task before this one.
+  // acq_rel: the release publishes the pushed item to whoever takes it next; the acquire pairs
+  // with the decrement that made the token idle, ordering the previous task before this one.
   if (count_.fetch_add(1, std::memory_order_acq_rel) == 0) {
-    retain();  // released by schedule_hand_over()
-    schedule_hand_over(this);
+    take_next();
+    retain();  // released by schedule_post()
+    schedule_post(this);
+  }
+}
+
+void serial_state::run_current() {
+  // Destroyed before the turn passes: the task's captures are gone before the next starts.
+  unique_function<void()> task = std::move(current_.task);
+  try {
+    task();
+  } catch (...) {
+    task = nullptr;
+    finish_one();
+    release();  // the step's reference
+    throw;
   }
 }
 
 void serial_state::finish_one() noexcept {
-  // acq_rel: the release orders the finished task before whoever moves the count from 0 next
-  // (see submit()); the acquire pairs with submit()'s release, making its pushed item visible.
+  // acq_rel: the release orders the finished task before the next one (whoever takes the turn
+  // or moves the count from 0); the acquire pairs with submit()'s release, making its pushed
+  // item visible to take_next().
   if (count_.fetch_sub(1, std::memory_order_acq_rel) > 1) {
-    retain();  // released by schedule_hand_over()
-    schedule_hand_over(this);
+    take_next();
+    retain();  // released by schedule_post()
+    schedule_post(this);
   }
 }
 
-void serial_state::schedule_hand_over(serial_state* state) noexcept {
-  if (handing_over) {
+void serial_state::take_next() noexcept {
+  [[maybe_unused]] bool popped = queue_.try_pop(current_);
+  assert(popped);  // count_ > 0 guarantees an item: every push precedes its count increment
+}
+
+void serial_state::schedule_post(serial_state* state) noexcept {
+  if (posting) {
     state->deferred_next_ = std::exchange(deferred, state);
     return;
   }
-  handing_over = true;
+  posting = true;
   while (state != nullptr) {
-    state->hand_over_next();
+    state->post_current();
     state->release();
     state = deferred;
     if (state != nullptr) {
       deferred = state->deferred_next_;
     }
   }
-  handing_over = false;
+  posting = false;
 }
 
-void serial_state::hand_over_next() noexcept {
-  item next;
-  [[maybe_unused]] bool popped = queue_.try_pop(next);
-  assert(popped);  // count_ > 0 guarantees an item: every push precedes its count increment
-  current_ = std::move(next.task);
+void serial_state::post_current() noexcept {
+  // Read before the post: once posted, the step may run (and move the turn on) at once.
+  serial_tracker* tracker = current_.tracker;
+  serial_poster poster = std::move(current_.poster);
   retain();  // released by the step
   try {
-    next.poster(unique_function<void()>(step(this)));
+    poster(unique_function<void()>(step(this, tracker)));
   } catch (...) {
     // The executor refused the step (e.g. it stopped): the step was destroyed unrun, which
-    // cancelled the task and passed the turn on (deferred to schedule_hand_over()'s loop).
+    // cancelled the task and passed the turn on (deferred to schedule_post()'s loop).
   }
-  if (next.tracker != nullptr) {
-    next.tracker->remove();
+  if (tracker != nullptr) {
+    tracker->remove();
   }
 }
 

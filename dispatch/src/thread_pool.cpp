@@ -240,6 +240,7 @@ void pool_core::stop(stop_mode mode) noexcept {
     discarding_.store(true, std::memory_order_seq_cst);
   }
   queue_.seal();
+  tracker_.stopping();
   if (finished_.load(std::memory_order_seq_cst)) {
     if (mode == stop_mode::discard) {  // the workers may still hold delayed tasks
       for (auto& worker : workers_) {

@@ -70,9 +70,11 @@ struct serial_access {
   /// the next task. `post_step` may throw (e.g. executor_stopped): that counts as destroying the
   /// job unrun. When the token was idle, that exception propagates out of submit().
   ///
-  /// `tracker`, when given, lets the executor wait (in ~serial_tracker) until no token still
-  /// holds a task for it, so that `post_step` never runs on a destroyed executor. An executor
-  /// that can be destroyed while tokens live must pass one.
+  /// `tracker`, the executor's serial_tracker, lets the executor wait (in ~serial_tracker)
+  /// until no token still holds a task for it, so that `post_step` never runs on a destroyed
+  /// executor, and identifies the executor: when a task's step finds that the token's next task
+  /// has the same tracker, it runs that one inline (a bounded batch, not while stopping()). An
+  /// executor that can be destroyed while tokens live must pass one.
   ///
   /// Throws std::bad_alloc, or what copying/moving `f` or `post_step` throws (nothing queued).
   template <typename F, typename Poster>

@@ -1,0 +1,42 @@
+#include "cyan/dispatch/detail/serial_tracker.h"
+
+namespace cyan::dispatch::detail {
+
+void serial_tracker::stopping() noexcept {
+  state_.fetch_or(kWatched, std::memory_order_seq_cst);
+}
+
+void serial_tracker::wait_released() {
+  stopping();
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [this] {
+    const std::uint64_t state = state_.load(std::memory_order_seq_cst);
+    return (state >> kCountShift) == 0 && (state & kCallMask) == 0;
+  });
+}
+
+// A drop to zero while watched also registers an on_released call in progress, in the same
+// RMW, so that a waiter cannot see the tracker idle before that call has ended.
+void serial_tracker::remove() noexcept {
+  std::uint64_t state = state_.load(std::memory_order_relaxed);
+  std::uint64_t next = 0;
+  do {
+    next = state - kCountOne;
+    if ((next >> kCountShift) == 0 && (state & kWatched) != 0) {
+      next += kCallOne;
+    }
+    // seq_cst: ordered after the hand-over's push (see the executors' stop protocols).
+  } while (!state_.compare_exchange_weak(state, next, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  if ((next & kCallMask) == (state & kCallMask)) {
+    return;  // not the watched drop to zero
+  }
+  if (on_released_ != nullptr) {
+    on_released_(context_);
+  }
+  const std::lock_guard lock(mutex_);
+  state_.fetch_sub(kCallOne, std::memory_order_seq_cst);
+  idle_.notify_all();
+}
+
+}  // namespace cyan::dispatch::detail
