@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_counter.h"
 #include "support/lifecycle.h"
 
 namespace {
@@ -304,6 +305,30 @@ TEST(thread_pool, an_idle_pool_uses_almost_no_cpu) {
   const auto used = cpu_now() - cpu_before;
   EXPECT_LT(used, 20ms) << std::chrono::duration<double, std::milli>(used).count()
                         << " ms of CPU in 1 s";
+}
+
+// Counts the posting thread's allocations only (the workers' are not counted).
+TEST(thread_pool, posting_allocates_nothing_for_a_small_closure_and_once_for_an_awaitable) {
+  thread_pool pool(2);
+  std::atomic<int> ran{ 0 };
+  for (int round = 0; round < 4; ++round) {  // warm up: the queue keeps freed blocks as spares
+    for (int i = 0; i < 1000; ++i) {
+      pool.post([&ran] { ran.fetch_add(1); });
+    }
+    pool.post_awaitable([] {}).get();
+  }
+  cyan::test::start_counting_allocations();
+  for (int i = 0; i < 200; ++i) {
+    pool.post([&ran, a = 1L, b = 2L, c = 3L] { ran.fetch_add(static_cast<int>(a + b + c)); });
+  }
+  EXPECT_EQ(cyan::test::stop_counting_allocations(), 0);
+  cyan::test::start_counting_allocations();
+  auto result = pool.post_awaitable([] { return 5; });
+  EXPECT_EQ(cyan::test::stop_counting_allocations(), 1);
+  EXPECT_EQ(result.get(), 5);
+  pool.stop();
+  pool.join();
+  EXPECT_EQ(ran.load(), 4000 + 200 * 6);
 }
 
 TEST(thread_pool, rejects_zero_threads) {
