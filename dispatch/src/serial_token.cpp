@@ -44,11 +44,9 @@ class serial_state::step {
     serial_state* state = std::exchange(state_, nullptr);
     for (std::size_t ran = 1;; ++ran) {
       state->run_current();  // throws after passing the turn on
-      // acq_rel: see finish_one().
-      if (state->count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (!state->advance()) {
         break;  // idle
       }
-      state->take_next();
       if (ran == kInlineBatch || here_ == nullptr || state->current_.tracker != here_ ||
           !here_->inlining()) {
         state->retain();  // released by schedule_post()
@@ -101,14 +99,21 @@ void serial_state::run_current() {
 }
 
 void serial_state::finish_one() noexcept {
-  // acq_rel: the release orders the finished task before the next one (whoever takes the turn
-  // or moves the count from 0); the acquire pairs with submit()'s release, making its pushed
-  // item visible to take_next().
-  if (count_.fetch_sub(1, std::memory_order_acq_rel) > 1) {
-    take_next();
+  if (advance()) {
     retain();  // released by schedule_post()
     schedule_post(this);
   }
+}
+
+bool serial_state::advance() noexcept {
+  // acq_rel: the release orders the finished task before the next one (whoever takes the turn
+  // or moves the count from 0); the acquire pairs with submit()'s release, making its pushed
+  // item visible to the pop below.
+  if (count_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    return false;
+  }
+  take_next();
+  return true;
 }
 
 void serial_state::take_next() noexcept {

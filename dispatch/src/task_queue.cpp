@@ -135,6 +135,9 @@ bool task_queue::try_pop(task& out) noexcept {
 }
 
 std::size_t task_queue::try_pop_many(task* out, std::size_t max) noexcept {
+  if (max == 0) {
+    return 0;
+  }
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);

@@ -55,13 +55,17 @@ void print_error(std::exception_ptr error) noexcept {
   }
 }
 
-}  // namespace
-
-pool_core::pool_core(std::size_t threads, thread_pool_options opts)
-    : on_error_(std::move(opts.on_error)), states_(new worker_state[threads]) {
+std::size_t at_least_one(std::size_t threads) {
   if (threads == 0) {
     throw std::invalid_argument("cyan::dispatch::thread_pool: needs at least one thread");
   }
+  return threads;
+}
+
+}  // namespace
+
+pool_core::pool_core(std::size_t threads, thread_pool_options opts)
+    : on_error_(std::move(opts.on_error)), states_(new worker_state[at_least_one(threads)]) {
   workers_.reserve(threads);
   try {
     for (std::size_t i = 0; i < threads; ++i) {

@@ -57,6 +57,9 @@ class serial_state : noncopyable {
   void run_current();
   // Called once per task when it finished or was cancelled: passes the turn on if tasks wait.
   void finish_one() noexcept;
+  // Counts the current task finished; if more wait, makes the next one current and returns
+  // true (the caller then runs or posts it), else returns false (the token is idle).
+  [[nodiscard]] bool advance() noexcept;
   // Makes the next queued task (count_ > 0) the current one.
   void take_next() noexcept;
   // Hands the current task's step to its executor.
