@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "support/allocation_counter.h"
 #include "cyan/common/unique_function.h"
+#include "support/allocation_counter.h"
 #include "support/lifecycle.h"
 
 namespace {
