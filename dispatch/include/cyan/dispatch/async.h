@@ -22,24 +22,24 @@ thread_pool& global_concurrent_pool();
 /// Runs `f()` on the global pool. What it throws goes to the pool's error callback (stderr by
 /// default). Throws executor_stopped after exit began, std::bad_alloc.
 template <typename F>
-requires std::invocable < std::decay_t<F>
-& > void async(F&& f) {
+requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+void async(F&& f) {
   global_concurrent_pool().post(std::forward<F>(f));
 }
 
 /// Runs `f()` on the global pool after every earlier task of `token` finished, and before any
 /// later one starts. Throws like async(f).
 template <typename F>
-requires std::invocable < std::decay_t<F>
-& > void async(const serial_token& token, F&& f) {
+requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+void async(const serial_token& token, F&& f) {
   global_concurrent_pool().post(token, std::forward<F>(f));
 }
 
 /// Runs `f()` on the global pool once `delay` has passed (cancelled if the program exits
 /// first). Throws like async(f).
 template <typename F, typename Rep, typename Period>
-requires std::invocable < std::decay_t<F>
-& > void async(F&& f, std::chrono::duration<Rep, Period> delay) {
+requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+void async(F&& f, std::chrono::duration<Rep, Period> delay) {
   global_concurrent_pool().post(std::forward<F>(f), delay);
 }
 

@@ -68,7 +68,8 @@ struct serial_access {
   /// unrun. Running it runs `f` and then hands over the token's next task; destroying it unrun
   /// cancels `f` (destroys it; an awaitable job then reports task_cancelled) and also hands over
   /// the next task. `post_step` may throw (e.g. executor_stopped): that counts as destroying the
-  /// job unrun. When the token was idle, that exception propagates out of submit().
+  /// job unrun, and the exception goes no further (so an executor refuses a post after its stop
+  /// loudly by checking before submit()).
   ///
   /// `tracker`, the executor's serial_tracker, lets the executor wait (in ~serial_tracker)
   /// until no token still holds a task for it, so that `post_step` never runs on a destroyed
@@ -78,9 +79,11 @@ struct serial_access {
   ///
   /// Throws std::bad_alloc, or what copying/moving `f` or `post_step` throws (nothing queued).
   template <typename F, typename Poster>
-  requires std::is_invocable_v < std::decay_t<F>
-  & > &&std::is_invocable_v<std::decay_t<Poster>&, unique_function<void()>> static void submit(
-          const serial_token& token, F&& f, Poster&& post_step, serial_tracker* tracker = nullptr) {
+  static void submit(const serial_token& token, F&& f, Poster&& post_step,
+                     serial_tracker* tracker = nullptr) {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task takes no arguments");
+    static_assert(std::is_invocable_v<std::decay_t<Poster>&, unique_function<void()>>,
+                  "a poster takes the step job");
     token.state_->submit(unique_function<void()>(std::forward<F>(f)),
                          serial_poster(std::forward<Poster>(post_step)), tracker);
   }

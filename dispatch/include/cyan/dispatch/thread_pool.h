@@ -64,22 +64,22 @@ class thread_pool : noncopyable {
   /// Runs `f()` on some worker. What it throws goes to the error callback. Throws
   /// executor_stopped after stop(), std::bad_alloc.
   template <typename F>
-  requires std::invocable < std::decay_t<F>
-  & > void post(F&& f) { post_task(unique_function<void()>(std::forward<F>(f))); }
+  requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+  void post(F&& f) { post_task(unique_function<void()>(std::forward<F>(f))); }
 
   /// Runs `f()` on some worker once `delay` has passed; cancelled (destroyed unrun) if the pool
   /// stops first. Throws like post().
   template <typename F, typename Rep, typename Period>
-  requires std::invocable < std::decay_t<F>
-  & > void post(F&& f, std::chrono::duration<Rep, Period> delay) {
+  requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+  void post(F&& f, std::chrono::duration<Rep, Period> delay) {
     post_task_after(unique_function<void()>(std::forward<F>(f)), clamp(delay));
   }
 
   /// Runs `f()` on some worker after every earlier task of `token` finished, and before any
   /// later one starts (see serial_token). Throws like post().
   template <typename F>
-  requires std::invocable < std::decay_t<F>
-  & > void post(const serial_token& token, F&& f) {
+  requires std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>
+  void post(const serial_token& token, F&& f) {
     post_serial(token, unique_function<void()>(std::forward<F>(f)));
   }
 
