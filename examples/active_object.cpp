@@ -116,6 +116,10 @@ int main() {
       for (int i = 0; i < 1000; ++i) {
         savings.deposit_cents(25);
       }
+      // Order is FIFO per posting thread only: a teller waits for its own deposits (this
+      // question queues behind them) before it reports done, so the withdrawals below, posted
+      // by another thread, cannot overtake them.
+      savings.balance().get();
     });
   }
   for (auto& teller : tellers) {
