@@ -23,6 +23,12 @@ std::vector<double> seconds_of(const std::vector<sample>& samples) {
   return seconds;
 }
 
+// A name as one CSV field: the file is read with a plain comma split, so commas become ';'.
+std::string csv_field(std::string text) {
+  std::replace(text.begin(), text.end(), ',', ';');
+  return text;
+}
+
 }  // namespace
 
 sample time(const std::function<std::uint64_t()>& work) {
@@ -127,8 +133,8 @@ void suite::append_csv() const {
   }
   for (const arm_state& arm : arms_) {
     const std::vector<double> seconds = seconds_of(arm.samples);
-    std::fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.6f,%zu,%llu\n", benchmark_.c_str(), workload_.c_str(),
-                 arm.name.c_str(), median(arm.name),
+    std::fprintf(csv, "%s,%s,%s,%.6f,%.6f,%.6f,%zu,%llu\n", csv_field(benchmark_).c_str(),
+                 csv_field(workload_).c_str(), csv_field(arm.name).c_str(), median(arm.name),
                  *std::min_element(seconds.begin(), seconds.end()),
                  *std::max_element(seconds.begin(), seconds.end()), seconds.size(),
                  static_cast<unsigned long long>(arm.samples.back().checksum));
