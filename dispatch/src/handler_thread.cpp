@@ -58,6 +58,9 @@ void handler_thread::send_at(std::any message, clock::time_point due) {
 
 void handler_thread::stop(stop_mode mode) noexcept {
   inbox_.stop(mode == stop_mode::discard);
+  // Token tasks for this thread now go through the inbox (which refuses them) instead of
+  // running inline after the previous one, so a discard cancels them too.
+  token_tracker_.stopping();
 }
 
 void handler_thread::join() {

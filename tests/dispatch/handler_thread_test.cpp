@@ -109,8 +109,10 @@ TEST(HandlerThread, DelayedPostsRunNoEarlierThanTheirDelayInDeadlineOrder) {
         ran_after_30 = std::chrono::steady_clock::now() - start;
       },
       30ms);
-  thread.post([&] { order.push_back(1); }, 0ms);
+  // A plain post, then a zero delay: the delayed one runs as soon as possible, which is after
+  // the earlier plain post (whether it is due before the thread sees it or not).
   thread.post([&] { order.push_back(0); });
+  thread.post([&] { order.push_back(1); }, 0ms);
   auto last = thread.post_awaitable([&] { return order; }, 70ms);
   EXPECT_EQ(last.get(), (std::vector<int>{ 0, 1, 2, 3 }));
   EXPECT_GE(ran_after_30, 30ms);
