@@ -61,9 +61,7 @@ class account final : public cyan::dispatch::handler {
   }
 
  protected:
-  void on_initialize() override {
-    std::printf("[%s] opened on its own thread\n", name_.c_str());
-  }
+  void on_initialize() override { std::printf("[%s] opened on its own thread\n", name_.c_str()); }
 
   void on_message(std::any&& message) override {
     if (const auto* d = std::any_cast<deposit>(&message)) {
@@ -99,8 +97,8 @@ class account final : public cyan::dispatch::handler {
   }
 
   const std::string name_;
-  long balance_ = 0;   // touched only on thread_
-  long rejected_ = 0;  // touched only on thread_
+  long balance_ = 0;                       // touched only on thread_
+  long rejected_ = 0;                      // touched only on thread_
   cyan::dispatch::handler_thread thread_;  // last: starts after the members it uses
 };
 
