@@ -19,13 +19,11 @@ timer_wheel::duration checked_resolution(timer_wheel::duration resolution) {
   return resolution;
 }
 
-// Longer delays are shortened to this (~146 years) so that due ticks stay far from overflow.
-constexpr timer_wheel::duration kMaxDelay{ std::int64_t{ 1 } << 62 };
-
 }  // namespace
 
 timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
     : resolution_(checked_resolution(resolution)),
+      per_tick_(static_cast<std::uint64_t>(resolution_.count())),
       core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
       timer_(std::move(owner)) {
   timer_.set_callback([this] { on_timer(); });
@@ -55,31 +53,13 @@ void timer_wheel::stop() noexcept {
   disarm();
 }
 
-timer_wheel::id timer_wheel::post(callback f, duration delay) {
-  timer_.assert_loop_thread();
-  const clock_type::time_point now = loop_time();
-  if (core_.empty() && !core_.advancing()) {
-    core_.advance_to(tick_at(now));  // nothing to run: new entries are placed from today
-  }
-  const tick_type due = std::max(due_tick(now, delay), core_.now() + 1);
-  const detail::timer_wheel_core::id_type entry = core_.insert(due, std::move(f));
-  // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
-  // (is_pending) re-arms by itself.
-  if (due < armed_for_ && running_ && !core_.advancing() && !timer_.is_pending()) {
-    rearm();
-  }
-  return id{ entry };
+void timer_wheel::catch_up(clock_type::time_point now) noexcept {
+  core_.advance_to(tick_at(now));  // nothing to run: new entries are placed from today
 }
 
-bool timer_wheel::cancel(id entry) noexcept {
+timer_wheel::id timer_wheel::post(std::nullptr_t, duration) {
   timer_.assert_loop_thread();
-  if (!core_.cancel(static_cast<detail::timer_wheel_core::id_type>(entry))) {
-    return false;
-  }
-  if (core_.empty() && !core_.advancing()) {
-    disarm();
-  }
-  return true;
+  throw std::invalid_argument("cyan::event::timer_wheel: empty callback");
 }
 
 void timer_wheel::reserve(std::size_t entries) {
@@ -96,17 +76,9 @@ clock_type::time_point timer_wheel::loop_time() const noexcept {
 
 timer_wheel::tick_type timer_wheel::tick_at(clock_type::time_point t) const noexcept {
   const duration since_epoch = std::chrono::duration_cast<duration>(t.time_since_epoch());
-  return since_epoch > duration::zero() ? static_cast<tick_type>(since_epoch / resolution_) : 0;
-}
-
-timer_wheel::tick_type timer_wheel::due_tick(clock_type::time_point now,
-                                             duration delay) const noexcept {
-  // Rounded up: the tick boundary at or after the due time, so nothing runs early.
-  const duration since_epoch = std::chrono::duration_cast<duration>(now.time_since_epoch());
-  const auto total = static_cast<tick_type>(std::max(since_epoch, duration::zero()).count()) +
-                     static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
-  const auto step = static_cast<tick_type>(resolution_.count());
-  return total / step + (total % step != 0 ? 1 : 0);
+  return since_epoch > duration::zero()
+             ? per_tick_.divide(static_cast<tick_type>(since_epoch.count()))
+             : 0;
 }
 
 void timer_wheel::on_timer() {

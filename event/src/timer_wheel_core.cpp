@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -21,73 +22,63 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   slots_ = index_type{ 1 } << slot_bits;
   overflow_ = levels * slots_;
   first_entry_ = overflow_ + 1;
-  nodes_.resize(first_entry_);
+  grow(first_entry_);
+  used_ = first_entry_;
   for (index_type s = 0; s < first_entry_; ++s) {
-    nodes_[s].prev = nodes_[s].next = nodes_[s].list = s;
+    nodes_[s].prev = nodes_[s].next = s;
+    nodes_[s].list = static_cast<list_type>(s);
   }
-  for (unsigned width = 1; width < level_of_width_.size(); ++width) {
-    level_of_width_[width] = static_cast<unsigned char>(std::min((width - 1) / slot_bits, levels));
+  for (unsigned width = 0; width < placement_.size(); ++width) {
+    const unsigned level = width == 0 ? 0 : std::min((width - 1) / slot_bits, levels);
+    placement_[width] = level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
+                                                    static_cast<std::uint16_t>(slots_ - 1),
+                                                    static_cast<std::uint8_t>(level * slot_bits),
+                                                    static_cast<std::uint8_t>(level) }
+                                       : placement{ static_cast<std::uint16_t>(overflow_), 0, 0,
+                                                    static_cast<std::uint8_t>(levels) };
   }
 }
 
 timer_wheel_core::~timer_wheel_core() {
   // One at a time, through the public path, so that a callback's destructor that cancels or
   // inserts still finds the core consistent.
-  for (index_type i = first_entry_; i < nodes_.size(); ++i) {
-    if (nodes_[i].list != kNone) {
+  for (index_type i = first_entry_; i < used_; ++i) {
+    if (nodes_[i].list != kFree) {
       cancel(std::uint64_t{ nodes_[i].generation } << 32 | i);
     }
   }
 }
 
 void timer_wheel_core::reserve(std::size_t entries) {
-  // Built now, not just reserved: first touching fresh pages costs far more than an insert.
   const std::size_t target = first_entry_ + entries;
-  if (target <= nodes_.size()) {
-    return;
-  }
   if (target > std::numeric_limits<index_type>::max()) {
     throw std::length_error("timer_wheel: too many entries");
   }
-  const auto first_new = static_cast<index_type>(nodes_.size());
-  nodes_.resize(target);
-  for (auto i = static_cast<index_type>(target); i-- > first_new;) {  // lowest index first out
-    nodes_[i].next = free_head_;
-    free_head_ = i;
+  if (target > capacity_) {
+    grow(target);
   }
 }
 
-timer_wheel_core::id_type timer_wheel_core::insert(tick_type due, callback f) {
-  if (!f) {
-    throw std::invalid_argument("timer_wheel: empty callback");
-  }
-  const index_type i = allocate();
-  node& entry = nodes_[i];
-  entry.fn = std::move(f);
-  entry.due = due > now_ ? due : now_ + 1;
-  place(i);
-  ++size_;
-  return id_type{ entry.generation } << 32 | i;
+timer_wheel_core::id_type timer_wheel_core::insert(tick_type, std::nullptr_t) {
+  throw std::invalid_argument("timer_wheel: empty callback");
 }
 
-bool timer_wheel_core::cancel(id_type id) noexcept {
-  const auto i = static_cast<index_type>(id);
-  if (i < first_entry_ || i >= nodes_.size()) {
-    return false;
+void timer_wheel_core::grow(std::size_t capacity) {
+  // Both arrays are allocated first (either may throw, leaving everything as it was), then the
+  // nodes are copied and the live closures moved. Both are initialised, so that every page is
+  // touched now: first touching a fresh page costs far more than an insert.
+  auto nodes = std::make_unique<node[]>(capacity);
+  auto payloads = std::make_unique<payload[]>(capacity);
+  for (index_type i = 0; i < used_; ++i) {
+    nodes[i] = nodes_[i];
+    if (i >= first_entry_ && nodes_[i].list != kFree) {
+      payloads[i].due = payloads_[i].due;
+      wheel_relocate(payloads_[i].fn, payloads[i].fn);
+    }
   }
-  node& entry = nodes_[i];
-  if (entry.list == kNone || entry.generation != static_cast<std::uint32_t>(id >> 32)) {
-    return false;
-  }
-  unlink(i);
-  --size_;
-  // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
-  // it gone, one that inserts cannot be handed this node.
-  entry.list = kNone;
-  ++entry.generation;
-  entry.fn = nullptr;
-  free_node(i);
-  return true;
+  nodes_ = std::move(nodes);
+  payloads_ = std::move(payloads);
+  capacity_ = capacity;
 }
 
 void timer_wheel_core::advance_to(tick_type target) noexcept {
@@ -125,68 +116,32 @@ timer_wheel_core::tick_type timer_wheel_core::next_event() const noexcept {
   return kNever;
 }
 
-timer_wheel_core::index_type timer_wheel_core::allocate() {
-  if (free_head_ != kNone) {
-    const index_type i = free_head_;
-    free_head_ = nodes_[i].next;
-    return i;
-  }
-  if (nodes_.size() >= std::numeric_limits<index_type>::max()) {
+timer_wheel_core::index_type timer_wheel_core::allocate_new() {
+  // The slab is full (allocate() takes free and never used nodes first).
+  constexpr std::size_t kLimit = std::numeric_limits<index_type>::max();  // kNone is not an index
+  if (capacity_ >= kLimit) {
     throw std::bad_alloc();
   }
-  nodes_.emplace_back();
-  return static_cast<index_type>(nodes_.size() - 1);
+  grow(std::min(std::max<std::size_t>(capacity_ * 2, 64), kLimit));
+  return used_++;
+}
+
+void timer_wheel_core::destroy_callback(index_type i) noexcept {
+  // On the stack: a destructor that inserts may move the slab.
+  wheel_callback_holder dying(payloads_[i].fn, true);
 }
 
 void timer_wheel_core::release(index_type i) noexcept {
   node& entry = nodes_[i];
-  entry.list = kNone;
+  entry.list = kFree;
   ++entry.generation;
   free_node(i);
 }
 
-void timer_wheel_core::free_node(index_type i) noexcept {
-  if (nodes_[i].generation == 0) {
-    return;  // the generation wrapped: reusing the node could reissue an id, so it is retired
-  }
-  nodes_[i].next = free_head_;
-  free_head_ = i;
-}
-
-void timer_wheel_core::link_back(index_type list, index_type i) noexcept {
-  node& entry = nodes_[i];
-  node& head = nodes_[list];
-  entry.prev = head.prev;
-  entry.next = list;
-  entry.list = list;
-  nodes_[head.prev].next = i;
-  head.prev = i;
-  if (list < overflow_) {
-    occupied_[list >> slot_bits_] |= std::uint64_t{ 1 } << (list & (slots_ - 1));
-  }
-}
-
-void timer_wheel_core::unlink(index_type i) noexcept {
-  const node& entry = nodes_[i];
-  nodes_[entry.prev].next = entry.next;
-  nodes_[entry.next].prev = entry.prev;
-  const index_type list = entry.list;
-  if (list < overflow_ && list_empty(list)) {
-    occupied_[list >> slot_bits_] &= ~(std::uint64_t{ 1 } << (list & (slots_ - 1)));
-  }
-}
-
-timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
-  const unsigned level = level_of_width_[std::bit_width(due ^ now_)];
-  if (level >= levels_) {
-    return overflow_;
-  }
-  const auto slot = static_cast<index_type>(due >> (level * slot_bits_) & (slots_ - 1));
-  return level * slots_ + slot;
-}
-
 void timer_wheel_core::place(index_type i) noexcept {
-  link_back(list_for(nodes_[i].due), i);
+  const index_type list = list_for(payloads_[i].due);
+  link_back(list, i);
+  mark_occupied(list);
 }
 
 void timer_wheel_core::process_tick() noexcept {
@@ -216,10 +171,11 @@ void timer_wheel_core::cascade(unsigned level) noexcept {
 void timer_wheel_core::cascade_overflow() noexcept {
   for (index_type i = nodes_[overflow_].next; i != overflow_;) {
     const index_type next = nodes_[i].next;
-    const index_type list = list_for(nodes_[i].due);
+    const index_type list = list_for(payloads_[i].due);
     if (list != overflow_) {
       unlink(i);
       link_back(list, i);
+      mark_occupied(list);
     }
     i = next;
   }
@@ -235,7 +191,8 @@ void timer_wheel_core::run_current_slot() noexcept {
 
 void timer_wheel_core::run_one(index_type i) noexcept {
   unlink(i);
-  callback fn = std::move(nodes_[i].fn);
+  // Moved to the stack: the callback may insert and so move the slab.
+  wheel_callback_holder fn(payloads_[i].fn, (nodes_[i].flags & kNeedsDestroy) != 0);
   release(i);  // before the call: cancelling itself from its callback returns false
   --size_;
   try {

@@ -1,14 +1,17 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "cyan/common/noncopyable.h"
-#include "cyan/common/unique_function.h"
 #include "cyan/event/detail/timer_wheel_core.h"
+#include "cyan/event/detail/wheel_divider.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/timer.h"
 
@@ -17,7 +20,10 @@ namespace cyan::event {
 /// Very many one-shot timeouts on one loop for the price of one loop timer: a hashed,
 /// hierarchical timing wheel (6 levels of 64 slots, then an overflow list, so any delay works)
 /// with O(1) post() and cancel() that allocate nothing once the wheel has held its peak number of
-/// entries (callbacks that fit unique_function's inline storage). For request deadlines, idle
+/// entries (or reserve() made room), for callbacks of at most 16 bytes (two pointers, e.g.
+/// `[this, request]`) that are nothrow movable; a larger closure (a cyan::unique_function too)
+/// is moved into one heap allocation per post. An entry costs 48 bytes, and cancelling one whose
+/// closure is trivially destructible touches only 16 of them. For request deadlines, idle
 /// connections, retries — timeouts that are mostly cancelled before they fire.
 ///
 /// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An
@@ -47,7 +53,6 @@ class timer_wheel : noncopyable {
   /// Names a posted entry for cancel(). Never reused within one wheel's life; id{} is never
   /// issued.
   enum class id : std::uint64_t {};
-  using callback = unique_function<void()>;
   using duration = std::chrono::nanoseconds;
 
   /// A stopped, empty wheel on `owner`. Throws std::invalid_argument when `owner` is null or
@@ -66,15 +71,37 @@ class timer_wheel : noncopyable {
   /// From a wheel callback, the entries after it in the same tick wait too.
   void stop() noexcept;
 
-  /// Adds `f`, to run once `delay` from now (zero or negative: on the next tick; beyond 2^62 ns,
-  /// about 146 years: after 2^62 ns). Works whether the wheel is started or not. Throws
-  /// std::invalid_argument when `f` is empty, std::bad_alloc when the wheel cannot grow (nothing
-  /// is added then).
-  id post(callback f, duration delay);
+  /// Adds `f` (a callable taking no arguments; a result is ignored), to run once `delay` from now
+  /// (zero or negative: on the next tick; beyond 2^62 ns, about 146 years: after 2^62 ns). Works
+  /// whether the wheel is started or not. Throws std::invalid_argument when `f` is empty (null,
+  /// an empty function object), std::bad_alloc when the wheel cannot grow or a large closure
+  /// cannot be boxed, and what moving `f` throws (nothing is added then).
+  template <typename F>
+  requires std::is_invocable_v < std::decay_t<F>
+  & > id post(F&& f, duration delay) {
+    const tick_type due = due_for(delay);
+    const id entry{ core_.insert(due, std::forward<F>(f)) };
+    // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
+    // (is_pending) re-arms by itself.
+    if (due < armed_for_ && running_ && !core_.advancing() && !timer_.is_pending()) {
+      rearm();
+    }
+    return entry;
+  }
+  [[noreturn]] id post(std::nullptr_t, duration delay);
 
   /// Removes an entry that has not run yet and destroys its callback. Returns false when `entry`
   /// is unknown, already ran (or is running) or was already cancelled. Never throws.
-  bool cancel(id entry) noexcept;
+  bool cancel(id entry) noexcept {
+    assert_loop_thread();
+    if (!core_.cancel(static_cast<detail::timer_wheel_core::id_type>(entry))) {
+      return false;
+    }
+    if (core_.empty() && !core_.advancing()) {
+      disarm();
+    }
+    return true;
+  }
 
   /// Entries waiting to run.
   [[nodiscard]] std::size_t size() const noexcept { return core_.size(); }
@@ -95,6 +122,7 @@ class timer_wheel : noncopyable {
 
  private:
   using tick_type = detail::timer_wheel_core::tick_type;
+  static constexpr duration kMaxDelay{ std::int64_t{ 1 } << 62 };  // ~146 years
 
   // The loop timer; derived only to reach the event module's loop-thread assertion.
   class loop_timer : public timer {
@@ -103,16 +131,41 @@ class timer_wheel : noncopyable {
     using timer::timer;
   };
 
+  // The loop-thread check, without even the call in builds where it checks nothing.
+  void assert_loop_thread() const noexcept {
+#ifndef NDEBUG
+    timer_.assert_loop_thread();
+#endif
+  }
   [[nodiscard]] loop::clock::time_point loop_time() const noexcept;
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
-  [[nodiscard]] tick_type due_tick(loop::clock::time_point now, duration delay) const noexcept;
+  // The due tick of an entry posted now with `delay`; first brings an empty core up to date.
+  [[nodiscard]] tick_type due_for(duration delay) {
+    assert_loop_thread();
+    const loop::clock::time_point now = loop_time();
+    if (core_.empty() && !core_.advancing()) {
+      catch_up(now);
+    }
+    return std::max(due_tick(now, delay), core_.now() + 1);
+  }
+  void catch_up(loop::clock::time_point now) noexcept;
+  [[nodiscard]] tick_type due_tick(loop::clock::time_point now, duration delay) const noexcept {
+    // Rounded up: the tick boundary at or after the due time, so nothing runs early. Longer
+    // delays are shortened to kMaxDelay, so that due ticks stay far from overflow.
+    const auto since_epoch = std::chrono::duration_cast<duration>(now.time_since_epoch()).count();
+    const auto total =
+        static_cast<tick_type>(std::max(since_epoch, std::int64_t{ 0 })) +
+        static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
+    return per_tick_.divide_up(total);
+  }
   void on_timer();
   void on_callback_error(std::exception_ptr error) noexcept;
   [[nodiscard]] loop::clock::duration time_until(tick_type tick) const noexcept;
   void rearm();
   void disarm() noexcept;
 
-  duration resolution_;  // tick n starts n * resolution_ after loop::clock's epoch
+  duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
+  detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
   detail::timer_wheel_core core_;
   loop_timer timer_;  // after core_: destroyed (stopped) first
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for

@@ -1,13 +1,19 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
+#include "cyan/event/detail/wheel_callback.h"
 
 namespace cyan::event::detail {
 
@@ -23,9 +29,13 @@ namespace cyan::event::detail {
 /// hold entries due exactly at one tick. All entries due at the same tick are always in the same
 /// list, appended in post order, so equal due ticks fire in post order.
 ///
-/// Entries live in a slab (one vector of nodes, with a free list) linked into circular,
-/// doubly linked lists through sentinel nodes, so insert and cancel are O(1) and allocation-free
-/// once the slab has grown to the peak number of entries. An id is generation << 32 | index;
+/// Entries live in a slab with a free list, linked into circular, doubly linked lists through
+/// sentinel nodes, so insert and cancel are O(1) and allocation-free once the slab has grown to
+/// the peak number of entries (for closures stored inline, see wheel_callback_slot). The slab is
+/// split in two arrays indexed alike: 16-byte links (list pointers, generation, flags), all that
+/// cancel touches for a trivially destructible closure, and 32-byte payloads (due tick and
+/// callback), written by insert and read when the entry fires or cascades. An id is
+/// generation << 32 | index;
 /// a node's generation changes every time it is freed and a node whose generation would wrap is
 /// retired, so an id is never reused. Id 0 is never issued.
 ///
@@ -35,7 +45,6 @@ class timer_wheel_core : noncopyable {
  public:
   using tick_type = std::uint64_t;
   using id_type = std::uint64_t;
-  using callback = unique_function<void()>;
   /// Receives an exception thrown by a callback. Must not throw.
   using error_handler = unique_function<void(std::exception_ptr)>;
 
@@ -51,11 +60,31 @@ class timer_wheel_core : noncopyable {
   /// Destroys every callback still held without running it.
   ~timer_wheel_core();
 
-  /// Adds `f` to run at tick `due`; a due tick not after now() is moved to now() + 1 (an entry
-  /// never fires during the tick that is being processed, so a callback that posts with no delay
-  /// runs on the next tick, not in an endless loop). Throws std::bad_alloc when the slab cannot
-  /// grow (nothing is added then).
-  id_type insert(tick_type due, callback f);
+  /// Adds `f` (any callable with no arguments; its result is ignored) to run at tick `due`; a
+  /// due tick not after now() is moved to now() + 1 (an entry never fires during the tick that is
+  /// being processed, so a callback that posts with no delay runs on the next tick, not in an
+  /// endless loop). Throws std::invalid_argument when `f` is empty (a null function pointer, an
+  /// empty cyan::unique_function or std::function), std::bad_alloc when the slab cannot grow or
+  /// a closure too big for inline storage cannot be boxed, and what moving `f` throws; nothing is
+  /// added then.
+  template <typename F>
+  requires std::is_invocable_v < std::decay_t<F>
+  & > id_type insert(tick_type due, F&& f) {
+    if constexpr (std::is_constructible_v<bool, const std::decay_t<F>&>) {
+      if (!static_cast<bool>(f)) {
+        throw std::invalid_argument("timer_wheel: empty callback");
+      }
+    }
+    const index_type i = allocate();
+    try {
+      wheel_emplace(payloads_[i].fn, std::forward<F>(f));
+    } catch (...) {
+      push_free(i);  // never linked, no id issued: back as it was
+      throw;
+    }
+    return link_new(i, due, wheel_needs_destroy<std::decay_t<F>>);
+  }
+  [[noreturn]] id_type insert(tick_type due, std::nullptr_t);
 
   /// Removes the entry `id` and destroys its callback. False when `id` is unknown, already fired
   /// or already cancelled. Never throws.
@@ -92,20 +121,45 @@ class timer_wheel_core : noncopyable {
   static constexpr index_type kNone =
       ~index_type{ 0 };  // end of the free list; node::list of a free node
 
-  struct node {
-    callback fn;
-    tick_type due = 0;
+  using list_type = std::uint16_t;                   // sentinel index: at most 8 * 64 + 1 of them
+  static constexpr list_type kFree = 0xffff;         // node::list of a free node
+  static constexpr std::uint16_t kNeedsDestroy = 1;  // node::flags: the closure has a destructor
+
+  struct node {  // the hot half of an entry: 16 bytes
     index_type prev = kNone;
     index_type next = kNone;  // also the free list's link
     std::uint32_t generation = 1;
-    index_type list = kNone;  // the sentinel of the list holding this node; kNone when free
+    list_type list = kFree;  // the sentinel of the list holding this node
+    std::uint16_t flags = 0;
   };
+  struct payload {  // the cold half: 32 bytes
+    tick_type due;
+    wheel_callback_slot fn;
+  };
+  static_assert(sizeof(node) == 16 && sizeof(payload) == 32);
+  struct placement {     // where list_for() puts an entry, by the highest digit where due and now
+                         // differ
+    std::uint16_t base;  // the level's first sentinel (the overflow list's)
+    std::uint16_t mask;  // slots - 1 (0 for the overflow list)
+    std::uint8_t shift;  // level * slot_bits: the digit's position
+    std::uint8_t level;  // levels for the overflow list
+  };
+  static_assert(std::is_trivially_copyable_v<payload>);
 
   index_type allocate();
+  index_type allocate_new();  // allocate() when the free list is empty
+  void grow(std::size_t capacity);
+  void destroy_callback(index_type i) noexcept;
+  void push_free(index_type i) noexcept { nodes_[i].next = std::exchange(free_head_, i); }
+  id_type link_new(index_type i, tick_type due, bool needs_destroy) noexcept;
   // Marks a node free (a new generation) and puts it on the free list.
   void release(index_type i) noexcept;
   void free_node(index_type i) noexcept;
+  // Appends node i to `list` (the caller marks the slot occupied).
   void link_back(index_type list, index_type i) noexcept;
+  void mark_occupied(index_type list) noexcept {
+    occupied_[list >> slot_bits_] |= std::uint64_t{ 1 } << (list & (slots_ - 1));
+  }
   void unlink(index_type i) noexcept;
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
     return nodes_[list].next == list;
@@ -121,20 +175,108 @@ class timer_wheel_core : noncopyable {
   void run_current_slot() noexcept;
   void run_one(index_type i) noexcept;
 
-  std::vector<node> nodes_;  // sentinels first, then entries
+  // The slab: capacity_ nodes and payloads, indexed alike; sentinels first, then entries. Nodes
+  // from used_ on were never used. A payload's closure lives while its node is linked.
+  std::unique_ptr<node[]> nodes_;
+  std::unique_ptr<payload[]> payloads_;
+  index_type used_ = 0;
+  std::size_t capacity_ = 0;
   index_type free_head_ = kNone;
   tick_type now_ = 0;
   std::size_t size_ = 0;
   unsigned levels_;
   unsigned slot_bits_;
-  index_type slots_;                                  // per level
-  index_type overflow_;                               // sentinel of the overflow list
-  index_type first_entry_;                            // first non-sentinel index
-  std::array<std::uint64_t, kMaxLevels> occupied_{};  // bit s of [k]: level k slot s non-empty
-  std::array<unsigned char, 65> level_of_width_{};    // bit_width(due ^ now) -> level
+  index_type slots_;        // per level
+  index_type overflow_;     // sentinel of the overflow list
+  index_type first_entry_;  // first non-sentinel index
+  // Bit s of [k]: level k's slot s is non-empty; [levels_] stands for the overflow list (whose
+  // sentinel is levels_ << slot_bits_) and is never read, which keeps link and unlink branch-free.
+  std::array<std::uint64_t, kMaxLevels + 1> occupied_{};
+  std::array<placement, 65> placement_{};  // by bit_width(due ^ now)
   error_handler on_error_;
   bool advancing_ = false;
   bool interrupted_ = false;
 };
+
+// The insert and cancel paths, inline: they run once per timer_wheel post and cancel.
+
+inline timer_wheel_core::index_type timer_wheel_core::allocate() {
+  if (free_head_ != kNone) {
+    const index_type i = free_head_;
+    free_head_ = nodes_[i].next;
+    return i;
+  }
+  if (used_ < capacity_) {  // never used yet: taken in index order
+    return used_++;
+  }
+  return allocate_new();
+}
+
+inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_type due,
+                                                            bool needs_destroy) noexcept {
+  due = due > now_ ? due : now_ + 1;
+  payloads_[i].due = due;
+  nodes_[i].flags = needs_destroy ? kNeedsDestroy : 0;
+  const placement& where = placement_[std::bit_width(due ^ now_)];
+  const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
+  link_back(where.base + slot, i);
+  occupied_[where.level] |= std::uint64_t{ 1 } << slot;
+  ++size_;
+  return id_type{ nodes_[i].generation } << 32 | i;
+}
+
+inline bool timer_wheel_core::cancel(id_type id) noexcept {
+  const auto i = static_cast<index_type>(id);
+  if (i < first_entry_ || i >= used_) {
+    return false;
+  }
+  node& entry = nodes_[i];
+  if (entry.list == kFree || entry.generation != static_cast<std::uint32_t>(id >> 32)) {
+    return false;
+  }
+  unlink(i);
+  --size_;
+  // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
+  // it gone, one that inserts cannot be handed this node.
+  entry.list = kFree;
+  ++entry.generation;
+  if ((entry.flags & kNeedsDestroy) != 0) {
+    destroy_callback(i);
+  }
+  free_node(i);
+  return true;
+}
+
+inline void timer_wheel_core::free_node(index_type i) noexcept {
+  if (nodes_[i].generation == 0) {
+    return;  // the generation wrapped: reusing the node could reissue an id, so it is retired
+  }
+  push_free(i);
+}
+
+inline void timer_wheel_core::link_back(index_type list, index_type i) noexcept {
+  node& entry = nodes_[i];
+  node& head = nodes_[list];
+  entry.prev = head.prev;
+  entry.next = list;
+  entry.list = static_cast<list_type>(list);
+  nodes_[head.prev].next = i;
+  head.prev = i;
+}
+
+inline void timer_wheel_core::unlink(index_type i) noexcept {
+  const node& entry = nodes_[i];
+  nodes_[entry.prev].next = entry.next;
+  nodes_[entry.next].prev = entry.prev;
+  const index_type list = entry.list;
+  if (list_empty(list)) {
+    occupied_[list >> slot_bits_] &= ~(std::uint64_t{ 1 } << (list & (slots_ - 1)));
+  }
+}
+
+inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
+  const placement& where = placement_[std::bit_width(due ^ now_)];
+  return where.base + (static_cast<index_type>(due >> where.shift) & where.mask);
+}
 
 }  // namespace cyan::event::detail
