@@ -85,6 +85,8 @@ void handler_thread_runtime::set_up() {
   });
   waker_.emplace(loop_);  // no callback: waking the loop up is the whole point
   waker_->start();
+  nap_.emplace(loop_);  // no callback: ending run_once() is the whole point
+  nap_->set_timeout(kNap);
   timer_.emplace(loop_);
   timer_->set_callback([this] {
     run_due_delayed();
@@ -95,6 +97,7 @@ void handler_thread_runtime::set_up() {
 
 void handler_thread_runtime::tear_down() noexcept {
   timer_.reset();
+  nap_.reset();
   waker_.reset();
   if (loop_) {
     loop_->set_error_handler(nullptr);  // it captured `this`
@@ -124,6 +127,7 @@ void handler_thread_runtime::run() {
       taken = options_.idle_hook->run_elsewhere(owner_);
     }
     if (taken != 0) {
+      nap_expired_ = false;
       after_round(taken);
     } else if (!spin()) {
       sleep();
@@ -154,48 +158,96 @@ void handler_thread_runtime::poll_loop() {
 // options_.spin_before_sleep), one that ran out halves it (down to kMinSpin). On a machine with
 // idle cores the partner's work arrives while spinning and the budget stays full; on a busy one
 // spinning would only take the CPU from the thread that is to send the work, so the budget
-// shrinks and the thread goes to sleep almost at once.
+// shrinks and the thread goes to sleep almost at once. After kSpinBeforeYield the spin also
+// yields at each look at the clock: when the thread that is to send the work waits for this
+// CPU (no idle core), it runs then, and the handoff costs a context switch, not a wake-up.
 bool handler_thread_runtime::spin() noexcept {
   if (spin_budget_ <= clock::duration::zero()) {
     return false;
   }
-  // Between two looks at the inbox the thread pauses kPausesPerLook times (well under a
-  // microsecond): looking reads each producer's ring index, and every read pulls that cache
-  // line away from a producer that is writing it, so looking constantly would slow it down.
-  // The clock is read every kLooksPerClockCheck looks.
-  constexpr unsigned kPausesPerLook = 16;
+  // Between two looks at the inbox the thread pauses kPausesPerLook times (~80 ns): looking
+  // reads each producer's ring index, and every read pulls that cache line away from a producer
+  // that is writing it, so looking constantly would slow it down. The clock is read every
+  // kLooksPerClockCheck looks.
+  constexpr unsigned kPausesPerLook = 4;
   constexpr unsigned kLooksPerClockCheck = 8;
-  const clock::time_point deadline = clock::now() + spin_budget_;
+  const clock::time_point started = clock::now();
+  const clock::time_point deadline = started + spin_budget_;
   for (unsigned look = 1;; ++look) {
     if (inbox_.looks_busy() || hook_has_work(this)) {
-      spin_budget_ = std::min<clock::duration>(spin_budget_ * 2, options_.spin_before_sleep);
+      grow_spin();
       return true;
     }
     for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
       cpu_relax();
     }
-    if (look % kLooksPerClockCheck == 0 && clock::now() >= deadline) {
+    if (look % kLooksPerClockCheck != 0) {
+      continue;
+    }
+    const clock::time_point now = clock::now();
+    if (now >= deadline) {
       spin_budget_ = std::max<clock::duration>(
           spin_budget_ / 2, std::min<clock::duration>(kMinSpin, options_.spin_before_sleep));
       return false;
     }
+    if (now - started >= kSpinBeforeYield) {
+      std::this_thread::yield();
+    }
   }
 }
 
+// A nap first (see "Naps" in inbox.h): announced without the heavy fence, bounded by the nap
+// timer. Only after a nap that ended with nothing to do does the next sleep announce with the
+// heavy fence and go without a bound, so a thread pays that fence once per idle period, not
+// once per gap between two messages. The next sleep, not this one: the thread first goes back
+// through run()'s round (its inbox, the idle hook, which may re-mark a pool worker idle).
 void handler_thread_runtime::sleep() {
-  switch (inbox_.prepare_sleep(&hook_has_work, this)) {
-    case inbox::sleep_check::work:
-      return;
-    case inbox::sleep_check::producer_busy:
-      // Its thread may be preempted on this CPU: spinning would only keep it from finishing.
-      std::this_thread::yield();
-      return;
-    case inbox::sleep_check::may_sleep:
-      break;
+  const bool deep = nap_expired_;
+  if (!may_sleep(deep ? inbox::sleep_fence::heavy : inbox::sleep_fence::light)) {
+    return;
+  }
+  const clock::time_point fell_asleep = clock::now();
+  if (!deep) {
+    nap_->start();
   }
   loop_->run_once();
   inbox_.woke();
+  nap_expired_ = !deep && !nap_->is_active();
+  nap_->stop();
   last_poll_ = clock::now();
+  learn_from_sleep(last_poll_ - fell_asleep);
+}
+
+bool handler_thread_runtime::may_sleep(inbox::sleep_fence fence) {
+  switch (inbox_.prepare_sleep(&hook_has_work, this, fence)) {
+    case inbox::sleep_check::work:
+      grow_spin();  // the work came just after the spin gave up: a longer one would have seen it
+      return false;
+    case inbox::sleep_check::producer_busy:
+      // Its thread may be preempted on this CPU: spinning would only keep it from finishing.
+      std::this_thread::yield();
+      return false;
+    case inbox::sleep_check::may_sleep:
+      break;
+  }
+  return true;
+}
+
+void handler_thread_runtime::grow_spin() noexcept {
+  spin_budget_ = std::min<clock::duration>(spin_budget_ * 2, options_.spin_before_sleep);
+}
+
+// A sleep that a post ended sooner than a full spin would have lasted means spinning would
+// have caught the post without the wake-up syscalls: the budget grows to cover that gap. Without
+// this, two threads that talk to each other settle into sleeping on every message once their
+// budgets have shrunk below the wake-up latency (each reply then arrives only after a wake-up,
+// too late for the other's spin), and stay there.
+void handler_thread_runtime::learn_from_sleep(clock::duration slept) noexcept {
+  if (slept >= options_.spin_before_sleep || !inbox_.looks_busy()) {
+    return;  // a long gap, or woken by the loop (a timer, io), not by a post
+  }
+  spin_budget_ =
+      std::min<clock::duration>(std::max(spin_budget_, slept) * 2, options_.spin_before_sleep);
 }
 
 bool handler_thread_runtime::hook_has_work(void* self) noexcept {

@@ -62,6 +62,11 @@ class handler_thread_runtime final : public inbox_owner {
   static constexpr std::chrono::microseconds kLoopPollInterval{ 500 };
   // The shortest spin once spinning was found useless (see spin()); cheaper than a wake-up.
   static constexpr std::chrono::nanoseconds kMinSpin{ 1000 };
+  // How long a spin only spins before it also yields (see spin()).
+  static constexpr std::chrono::nanoseconds kSpinBeforeYield{ 2000 };
+  // The longest sleep after a light announcement (see "Naps" in inbox.h): the latency of a post
+  // that raced with it, which needs the post to land within a few nanoseconds of the look.
+  static constexpr std::chrono::microseconds kNap{ 200 };
   // Tasks taken from the shared queue and from each lane per round: bounds the time between
   // two looks at the loop and keeps lanes fair to each other.
   static constexpr std::size_t kBatch = 1024;
@@ -72,7 +77,10 @@ class handler_thread_runtime final : public inbox_owner {
   void run();
   bool run_elsewhere() noexcept;
   bool spin() noexcept;
+  void grow_spin() noexcept;
   void sleep();
+  bool may_sleep(inbox::sleep_fence fence);
+  void learn_from_sleep(clock::duration slept) noexcept;
   void after_round(std::size_t taken);
   void poll_loop();
   void finish() noexcept;
@@ -96,6 +104,7 @@ class handler_thread_runtime final : public inbox_owner {
   std::shared_ptr<event::loop> loop_;
   std::optional<event::async> waker_;
   std::optional<event::timer> timer_;
+  std::optional<event::timer> nap_;  // bounds a sleep after a light announcement
 
   // Thread-only state.
   std::multimap<clock::time_point, inbox_task> delayed_;  // equal times keep post order
@@ -104,7 +113,9 @@ class handler_thread_runtime final : public inbox_owner {
   unsigned rounds_since_clock_ = 0;
   std::size_t tasks_since_clock_ = 0;
   bool finishing_ = false;
+  bool nap_expired_ = false;     // the last sleep was a nap that ended with nothing to do
   clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
+                                 // (see spin() and learn_from_sleep())
 };
 
 }  // namespace cyan::dispatch::detail

@@ -274,10 +274,12 @@ bool inbox::anything_queued() const noexcept {
   return false;
 }
 
-inbox::sleep_check inbox::prepare_sleep(bool (*extra_work)(void*) noexcept,
-                                        void* context) noexcept {
+inbox::sleep_check inbox::prepare_sleep(bool (*extra_work)(void*) noexcept, void* context,
+                                        sleep_fence fence) noexcept {
   const std::uint32_t before = state_.value.fetch_or(kSleeping, std::memory_order_seq_cst);
-  asymmetric_fence::heavy();  // pairs with the producers' light_store() of `active`
+  if (fence == sleep_fence::heavy) {
+    asymmetric_fence::heavy();  // pairs with the producers' light_store() of `active`
+  }
   // Flags first: a post seen finished here has its task visible to anything_queued().
   const bool active = anything_active();
   sleep_check result = sleep_check::may_sleep;

@@ -45,8 +45,10 @@ struct handler_thread_options {
   /// sleeps in its loop: a short spin saves the wake-up syscall (and its latency) when work
   /// follows soon, the common case between threads that talk to each other. The spin adapts
   /// (it shrinks while spinning finds nothing, e.g. on a machine with no idle core, and grows
-  /// back when it does). Zero: sleep at once.
-  std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(20);
+  /// back when it does, or when a post ends a sleep sooner than a full spin would have lasted).
+  /// Zero: sleep at once. After the spin the thread naps (at most 200 us, no fence), and only
+  /// then sleeps for good, so an idle thread uses no CPU once that is over.
+  std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(50);
   /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
   /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
   detail::idle_hook* idle_hook = nullptr;

@@ -72,6 +72,14 @@ class inbox_owner {
 /// kSleeping and wakes the thread. So a post that finds the consumer awake costs no syscall and
 /// no hardware fence, and a sleeping consumer is always woken.
 ///
+/// Naps. The heavy fence interrupts every other running thread of the process (in a virtual
+/// machine each interrupt is a VM exit: ~40 us with one other busy vCPU, measured), too much
+/// to pay each time a thread runs out of work between two messages. So the consumer first
+/// announces with the light fence only and blocks for a bounded nap: a post that raced with
+/// the announcement (its `active` store still in its CPU's store buffer while the consumer
+/// looked) is then found when the nap ends, no later. Only a consumer whose nap ended with
+/// nothing to do announces again with the heavy fence and blocks without a bound.
+///
 /// Stop. stop() sets kStopped with a seq_cst RMW; producers check it with the same load, so a
 /// post either sees it and throws executor_stopped (nothing pushed), or had set `active` before
 /// the load, and the consumer's finish() — a heavy fence once it saw kStopped, then waiting
@@ -167,11 +175,17 @@ class inbox : noncopyable {
     producer_busy,  ///< only a post in progress: let its thread run (yield), then look again
   };
 
+  /// How prepare_sleep() orders the announcement before its looks (see "Naps").
+  enum class sleep_fence {
+    light,  ///< no fence: may miss a racing post, so the sleep that follows must be bounded
+    heavy,  ///< asymmetric_fence::heavy(): no post is missed, the sleep may be unbounded
+  };
+
   /// Announces that the thread is about to sleep, and withdraws the announcement unless it
   /// returns may_sleep: see "No lost wake-up". `extra_work` is checked in the same window (the
   /// idle_hook's source).
-  [[nodiscard]] sleep_check prepare_sleep(bool (*extra_work)(void*) noexcept,
-                                          void* context) noexcept;
+  [[nodiscard]] sleep_check prepare_sleep(bool (*extra_work)(void*) noexcept, void* context,
+                                          sleep_fence fence) noexcept;
 
   /// After the thread woke up (by a wake or anything else).
   void woke() noexcept;
