@@ -1,6 +1,7 @@
 // Tests for cyan/event/detail/timer_wheel_core.h with a virtual clock: exact ticks, orders,
 // cascades across levels and the overflow list, cancel results, re-entrancy and teardown.
 #include "cyan/event/detail/timer_wheel_core.h"
+#include "cyan/event/detail/wheel_divider.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -21,6 +23,29 @@ namespace {
 using core = cyan::event::detail::timer_wheel_core;
 using tick = core::tick_type;
 using cyan::test::lifecycle;
+
+/// A 16-byte closure (stored inline) that must be moved with its move constructor: it knows its
+/// own address, so a byte copy of it is caught when it runs or dies. Counts its runs.
+struct self_aware {
+  explicit self_aware(int* counter) : self(this), runs(counter) { ++live; }
+  self_aware(self_aware&& other) noexcept : self(this), runs(other.runs) {
+    EXPECT_EQ(other.self, &other) << "moved from a byte copy";
+    ++live;
+  }
+  ~self_aware() {
+    EXPECT_EQ(self, this) << "destroyed as a byte copy";
+    --live;
+  }
+  void operator()() const {
+    EXPECT_EQ(self, this) << "called as a byte copy";
+    ++*runs;
+  }
+  self_aware* self;
+  int* runs;
+  static inline int live = 0;
+};
+static_assert(cyan::event::detail::wheel_stores_inline<self_aware>);
+static_assert(!std::is_trivially_copyable_v<self_aware>);
 
 class TimerWheelCore : public testing::Test {
  protected:
@@ -257,6 +282,138 @@ TEST_F(TimerWheelCore, DestructionDestroysCallbacksWithoutRunningThem) {
   }
   EXPECT_EQ(runs, 0);
   EXPECT_EQ(lifecycle::live(), 0);
+}
+
+TEST_F(TimerWheelCore, ClosuresOfEverySizeSurviveSlabGrowthAndRunInOrder) {
+  // No reserve(): the slab grows many times while trivially copyable, inline movable and boxed
+  // closures are held; each must move correctly, run once in order and be destroyed once.
+  constexpr int kEntries = 4998;  // a multiple of 3
+  int sum = 0;
+  std::vector<int> order;
+  for (int i = 0; i < kEntries; ++i) {
+    const tick due = 1 + static_cast<tick>(i % 97);
+    switch (i % 3) {
+      case 0:
+        wheel_.insert(due, [&order, i] { order.push_back(i); });
+        break;
+      case 1:
+        wheel_.insert(due, self_aware(&sum));
+        break;
+      default:
+        wheel_.insert(due, [&order, i, l = std::make_shared<lifecycle>(i)] {
+          order.push_back(static_cast<int>(l->value));
+        });
+    }
+  }
+  EXPECT_EQ(self_aware::live, kEntries / 3);
+  EXPECT_EQ(lifecycle::live(), kEntries / 3);
+  wheel_.advance_to(200);
+  EXPECT_EQ(sum, kEntries / 3);
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(kEntries - kEntries / 3));
+  for (std::size_t k = 1; k < order.size(); ++k) {  // due tick, then post order
+    const int a = order[k - 1];
+    const int b = order[k];
+    EXPECT_TRUE(a % 97 < b % 97 || (a % 97 == b % 97 && a < b)) << a << " before " << b;
+  }
+  EXPECT_EQ(self_aware::live, 0);
+  EXPECT_TRUE(wheel_.empty());
+}
+
+TEST_F(TimerWheelCore, CancelDestroysTheClosureAtOnceWhateverItsStorage) {
+  int sum = 0;
+  auto shared = std::make_shared<lifecycle>(7);
+  const core::id_type boxed = wheel_.insert(5, [shared, pad = std::array<char, 40>{}] {});
+  const core::id_type inline_closure = wheel_.insert(5, [shared] {});
+  const core::id_type movable = wheel_.insert(5, self_aware(&sum));
+  EXPECT_EQ(shared.use_count(), 3);
+  EXPECT_TRUE(wheel_.cancel(boxed));
+  EXPECT_TRUE(wheel_.cancel(inline_closure));
+  EXPECT_EQ(shared.use_count(), 1) << "cancel must destroy the callback";
+  EXPECT_TRUE(wheel_.cancel(movable));
+  EXPECT_EQ(self_aware::live, 0);
+  wheel_.advance_to(10);
+  EXPECT_EQ(sum, 0);
+}
+
+TEST_F(TimerWheelCore, DestructorsAndCallbacksThatInsertMayGrowTheSlab) {
+  // A cancelled inline closure whose destructor inserts enough to move the slab, and a running
+  // one that does the same: each reads its own members afterwards, so it must not live in the
+  // slab meanwhile (asan reports the use after free otherwise).
+  int sum = 0;
+  struct inserter {
+    core* wheel;
+    int* sum;
+    inserter(core* w, int* s) : wheel(w), sum(s) {}
+    inserter(inserter&& other) noexcept
+        : wheel(std::exchange(other.wheel, nullptr)), sum(other.sum) {}
+    ~inserter() {
+      if (wheel != nullptr) {
+        fill();
+      }
+    }
+    void fill() {
+      for (int i = 0; i < 3000; ++i) {
+        wheel->insert(50, self_aware(sum));
+      }
+      *sum += 100;
+    }
+  };
+  static_assert(cyan::event::detail::wheel_stores_inline<inserter>);
+  const core::id_type doomed = wheel_.insert(3, [i = inserter(&wheel_, &sum)] {});
+  wheel_.insert(4, [i = inserter(&wheel_, &sum)]() mutable {
+    i.fill();
+    i.wheel = nullptr;  // its destructor must not fill again
+  });
+  EXPECT_TRUE(wheel_.cancel(doomed));
+  EXPECT_EQ(sum, 100);
+  EXPECT_EQ(wheel_.size(), 3001u);
+  wheel_.advance_to(10);
+  EXPECT_EQ(sum, 200);
+  EXPECT_EQ(wheel_.size(), 6000u);
+  wheel_.advance_to(50);
+  EXPECT_EQ(sum, 6200);
+  EXPECT_EQ(self_aware::live, 0);
+}
+
+TEST_F(TimerWheelCore, AClosureWhoseConstructionThrowsAddsNothing) {
+  record_at(2, 0);
+  const lifecycle l(1);
+  lifecycle::throw_countdown = 2;  // the capture's copy succeeds, its move into the box throws
+  EXPECT_THROW(wheel_.insert(2, [l] {}), std::runtime_error);
+  EXPECT_EQ(wheel_.size(), 1u);
+  const core::id_type next = record_at(2, 1);
+  EXPECT_NE(next, 0u);
+  void (*null_function)() = nullptr;
+  EXPECT_THROW(wheel_.insert(2, null_function), std::invalid_argument);
+  EXPECT_THROW(wheel_.insert(2, cyan::unique_function<void()>{}), std::invalid_argument);
+  EXPECT_EQ(wheel_.size(), 2u);
+  wheel_.advance_to(2);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 0, 2 }, { 1, 2 } }));
+}
+
+TEST(WheelDivider, MatchesHardwareDivisionForEveryKindOfDivisor) {
+  std::mt19937_64 rng(20261129);
+  const std::uint64_t divisors[] = { 1,
+                                     2,
+                                     3,
+                                     7,
+                                     64,
+                                     1000,
+                                     1'000'000,
+                                     999'999'937,
+                                     std::uint64_t{ 1 } << 40,
+                                     (std::uint64_t{ 1 } << 63) + 5,
+                                     ~std::uint64_t{ 0 } };
+  for (const std::uint64_t d : divisors) {
+    const cyan::event::detail::wheel_divider divider(d);
+    for (int k = 0; k < 20000; ++k) {
+      const std::uint64_t n = k < 4 ? std::uint64_t{ static_cast<std::uint64_t>(k) } * (d / 2 + 1)
+                                    : rng() >> (rng() % 64);
+      ASSERT_EQ(divider.divide(n), n / d) << n << " / " << d;
+      ASSERT_EQ(divider.divide_up(n), n / d + (n % d != 0 ? 1 : 0)) << n << " / " << d;
+    }
+    EXPECT_EQ(divider.divide(~std::uint64_t{ 0 }), ~std::uint64_t{ 0 } / d);
+  }
 }
 
 TEST_F(TimerWheelCore, RejectsUnsupportedGeometryAndEmptyCallbacks) {
