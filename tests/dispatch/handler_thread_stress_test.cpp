@@ -17,6 +17,9 @@
 
 #include "cyan/dispatch/handler_thread.h"
 #include "support/lifecycle.h"
+#include "support/stress_env.h"
+
+using cyan::test::env_or;
 
 namespace {
 
@@ -24,11 +27,6 @@ using namespace std::chrono_literals;
 using cyan::dispatch::executor_stopped;
 using cyan::dispatch::handler_thread;
 using cyan::dispatch::stop_mode;
-
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr ? std::strtoull(text, nullptr, 10) : fallback;
-}
 
 std::string settings() {
   return "CYAN_STRESS_ITEMS=" + std::to_string(env_or("CYAN_STRESS_ITEMS", 1'000'000)) +

@@ -15,6 +15,9 @@
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/dispatch/thread_pool.h"
 #include "support/lifecycle.h"
+#include "support/stress_env.h"
+
+using cyan::test::env_or;
 
 namespace {
 
@@ -26,11 +29,6 @@ using cyan::dispatch::stop_mode;
 using cyan::dispatch::task_cancelled;
 using cyan::dispatch::thread_pool;
 using namespace std::chrono_literals;
-
-std::size_t env_or(const char* name, std::size_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
 
 // Records the token tasks that ran, and fails when two of them overlap.
 class serial_checker {

@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "support/lifecycle.h"
+#include "support/stress_env.h"
+
+using cyan::test::env_or;
 
 namespace {
 
 using cyan::dispatch::detail::task_queue;
 using cyan::test::lifecycle;
-
-std::size_t env_or(const char* name, std::size_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
 
 TEST(task_queue, is_fifo_across_many_blocks) {
   task_queue queue;

@@ -20,6 +20,9 @@
 
 #include "support/allocation_counter.h"
 #include "support/lifecycle.h"
+#include "support/stress_env.h"
+
+using cyan::test::env_or;
 
 namespace {
 
@@ -30,11 +33,6 @@ using cyan::dispatch::task_cancelled;
 using cyan::dispatch::thread_pool;
 using cyan::test::lifecycle;
 using namespace std::chrono_literals;
-
-std::size_t env_or(const char* name, std::size_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
 
 // Keeps every worker of a pool busy until open() is called, so that tasks posted meanwhile
 // stay queued.

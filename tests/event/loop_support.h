@@ -9,6 +9,7 @@
 
 #include "cyan/event/loop.h"
 #include "cyan/event/timer.h"
+#include "support/stress_env.h"
 
 namespace cyan::test {
 
@@ -58,12 +59,6 @@ class fresh_loop_test : public testing::Test {
 
   std::shared_ptr<event::loop> loop_ = std::make_shared<event::loop>();
 };
-
-/// An integer from the environment (stress sizes), or `fallback`.
-inline std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
 
 /// Seconds between two steady_clock points, as double (for readable failure messages).
 inline double seconds_between(std::chrono::steady_clock::time_point from,

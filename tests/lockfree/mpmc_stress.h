@@ -27,15 +27,11 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "support/stress_env.h"
 
 namespace cyan::test::mpmc {
 
 inline constexpr std::uint64_t kReferenceItems = 1'000'000;
-
-inline std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::strtoull(text, nullptr, 10) : fallback;
-}
 
 struct stress_config {
   std::uint64_t items = env_or("CYAN_STRESS_ITEMS", kReferenceItems);

@@ -15,6 +15,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "support/stress_env.h"
+
+using cyan::test::env_or;
 
 // Stress tests: one producer thread and one consumer thread move many items through a small ring
 // and the consumer checks that it saw 0, 1, 2, ... exactly once each, in order.
@@ -27,11 +30,6 @@ using cyan::lockfree::spsc_ring;
 using cyan::test::lifecycle;
 
 constexpr std::size_t kCapacity = 1024;
-
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::strtoull(text, nullptr, 10) : fallback;
-}
 
 struct stress_config {
   std::uint64_t items = env_or("CYAN_STRESS_ITEMS", 10'000'000);
