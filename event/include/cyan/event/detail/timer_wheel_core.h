@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
@@ -34,10 +33,10 @@ namespace cyan::event::detail {
 /// the peak number of entries (for closures stored inline, see wheel_callback_slot). The slab is
 /// split in two arrays indexed alike: 16-byte links (list pointers, generation, flags), all that
 /// cancel touches for a trivially destructible closure, and 32-byte payloads (due tick and
-/// callback), written by insert and read when the entry fires or cascades. An id is
-/// generation << 32 | index;
-/// a node's generation changes every time it is freed and a node whose generation would wrap is
-/// retired, so an id is never reused. Id 0 is never issued.
+/// callback), written by insert and read when the entry fires or cascades. A closure that is
+/// running or being destroyed is first moved off the slab, so it may insert (and grow the slab).
+/// An id is generation << 32 | index; a node's generation changes every time it is freed and a
+/// node whose generation would wrap is retired, so an id is never reused. Id 0 is never issued.
 ///
 /// Not thread-safe: one thread uses a core. Callbacks may insert and cancel (any entry) while
 /// advance_to() runs; they must not call advance_to() or destroy the core.
@@ -217,7 +216,8 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   due = due > now_ ? due : now_ + 1;
   payloads_[i].due = due;
   nodes_[i].flags = needs_destroy ? kNeedsDestroy : 0;
-  const placement& where = placement_[std::bit_width(due ^ now_)];
+  // | 1: widths 0 and 1 both mean level 0, and a non-zero operand needs no zero check.
+  const placement& where = placement_[std::bit_width((due ^ now_) | 1)];
   const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
   link_back(where.base + slot, i);
   occupied_[where.level] |= std::uint64_t{ 1 } << slot;
@@ -227,7 +227,7 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
 
 inline bool timer_wheel_core::cancel(id_type id) noexcept {
   const auto i = static_cast<index_type>(id);
-  if (i < first_entry_ || i >= used_) {
+  if (i - first_entry_ >= used_ - first_entry_) {  // a sentinel or never used (wraps below)
     return false;
   }
   node& entry = nodes_[i];
@@ -275,7 +275,7 @@ inline void timer_wheel_core::unlink(index_type i) noexcept {
 }
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
-  const placement& where = placement_[std::bit_width(due ^ now_)];
+  const placement& where = placement_[std::bit_width((due ^ now_) | 1)];
   return where.base + (static_cast<index_type>(due >> where.shift) & where.mask);
 }
 
