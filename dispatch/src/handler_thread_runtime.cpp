@@ -190,9 +190,22 @@ bool handler_thread_runtime::spin() noexcept {
           spin_budget_ / 2, std::min<clock::duration>(kMinSpin, options_.spin_before_sleep));
       return false;
     }
-    if (now - started >= kSpinBeforeYield) {
-      std::this_thread::yield();
+    if (yield_at_once_ || now - started >= kSpinBeforeYield) {
+      yield_and_learn(now);
     }
+  }
+}
+
+// A yield that took long ran another thread on this CPU; if the work is there when it returns,
+// the sender shares this CPU, and the next spins yield at once instead of spinning first. A
+// yield that returns at once with no work means nobody else wanted the CPU: spin first again.
+void handler_thread_runtime::yield_and_learn(clock::time_point before) noexcept {
+  std::this_thread::yield();
+  const bool switched = clock::now() - before >= kLongYield;
+  if (switched && inbox_.looks_busy()) {
+    yield_at_once_ = true;
+  } else if (!switched) {
+    yield_at_once_ = false;
   }
 }
 

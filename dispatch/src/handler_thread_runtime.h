@@ -64,6 +64,8 @@ class handler_thread_runtime final : public inbox_owner {
   static constexpr std::chrono::nanoseconds kMinSpin{ 1000 };
   // How long a spin only spins before it also yields (see spin()).
   static constexpr std::chrono::nanoseconds kSpinBeforeYield{ 2000 };
+  // A yield that lasts this long let another thread run on this CPU (see yield_and_learn()).
+  static constexpr std::chrono::nanoseconds kLongYield{ 3000 };
   // The longest sleep after a light announcement (see "Naps" in inbox.h): the latency of a post
   // that raced with it, which needs the post to land within a few nanoseconds of the look.
   static constexpr std::chrono::microseconds kNap{ 200 };
@@ -77,6 +79,7 @@ class handler_thread_runtime final : public inbox_owner {
   void run();
   bool run_elsewhere() noexcept;
   bool spin() noexcept;
+  void yield_and_learn(clock::time_point before) noexcept;
   void grow_spin() noexcept;
   void sleep();
   bool may_sleep(inbox::sleep_fence fence);
@@ -113,6 +116,7 @@ class handler_thread_runtime final : public inbox_owner {
   unsigned rounds_since_clock_ = 0;
   std::size_t tasks_since_clock_ = 0;
   bool finishing_ = false;
+  bool yield_at_once_ = false;   // the sender seems to share this CPU (see yield_and_learn())
   bool nap_expired_ = false;     // the last sleep was a nap that ended with nothing to do
   clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
                                  // (see spin() and learn_from_sleep())
