@@ -2,7 +2,8 @@
 //   one producer  — the main thread posts N tasks to one cyan::dispatch::handler_thread, or with
 //                   boost::asio::post to an io_context run by one thread (with a work guard);
 //   two producers — two threads post N/2 each (started before timing, released together);
-//   ping-pong     — a task bounces between two consumer threads, R round trips.
+//   ping-pong     — a task bounces between two consumer threads, R round trips; then the cyan
+//                   pair's CPU use while idle is measured (the goal: none).
 // Each tiny task increments a plain counter owned by the consumer thread; the task that brings
 // it to N opens a latch, which ends the timed region. The checksum is the count, read after the
 // consumer thread was joined, so lost or repeated tasks show as a mismatch. Consumer threads are
@@ -12,6 +13,9 @@
 //   CYAN_BENCH_ROUND_TRIPS  ping-pong round trips (default 200000)
 //   CYAN_BENCH_REPS         repetitions per arm (default 5)
 
+#include <time.h>
+
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -250,6 +254,32 @@ bool run_ping_pong(std::uint64_t round_trips) {
   return ok;
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// The other half of the ping-pong goal: a pair of handler threads that just played (so their
+/// spin budgets are full) must then use no CPU while idle. Measured as the process's CPU time
+/// while the main thread sleeps for `idle` (the time asked for, not a synchronisation);
+/// more than 2% of one core fails the run.
+bool idle_threads_use_no_cpu(std::chrono::milliseconds idle) {
+  rally<cyan_consumer> game(1000);
+  game.play();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the spins and naps run out
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(idle);
+  const double used = process_cpu_seconds() - before;
+  const double share = used / std::chrono::duration<double>(idle).count();
+  const bool ok = share <= 0.02 && game.finish() == 1000;
+  std::printf(
+      "  idle cyan handler_thread pair: %.3f ms CPU in %lld ms idle (%.2f%% of one core) — %s\n",
+      used * 1e3, static_cast<long long>(idle.count()), share * 100,
+      ok ? "uses no CPU, met" : "FAILED (more than 2%)");
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -264,6 +294,7 @@ int main() {
   std::fflush(stdout);
   const bool one_ok = run_one_producer(posts);
   const bool two_ok = run_two_producers(posts);
-  const bool ping_ok = run_ping_pong(round_trips);
+  const bool ping_ok =
+      run_ping_pong(round_trips) && idle_threads_use_no_cpu(std::chrono::milliseconds(500));
   return cyan::bench::exit_status(one_ok && two_ok && ping_ok);
 }
