@@ -300,7 +300,7 @@ TEST_F(TimerWheelCore, ClosuresOfEverySizeSurviveSlabGrowthAndRunInOrder) {
         wheel_.insert(due, self_aware(&sum));
         break;
       default:
-        wheel_.insert(due, [&order, i, l = std::make_shared<lifecycle>(i)] {
+        wheel_.insert(due, [&order, l = std::make_shared<lifecycle>(i)] {
           order.push_back(static_cast<int>(l->value));
         });
     }
@@ -322,7 +322,8 @@ TEST_F(TimerWheelCore, ClosuresOfEverySizeSurviveSlabGrowthAndRunInOrder) {
 TEST_F(TimerWheelCore, CancelDestroysTheClosureAtOnceWhateverItsStorage) {
   int sum = 0;
   auto shared = std::make_shared<lifecycle>(7);
-  const core::id_type boxed = wheel_.insert(5, [shared, pad = std::array<char, 40>{}] {});
+  const core::id_type boxed =
+      wheel_.insert(5, [shared, pad = std::array<char, 40>{}] { (void)pad; });
   const core::id_type inline_closure = wheel_.insert(5, [shared] {});
   const core::id_type movable = wheel_.insert(5, self_aware(&sum));
   EXPECT_EQ(shared.use_count(), 3);
