@@ -67,13 +67,6 @@ void timer_wheel::reserve(std::size_t entries) {
   core_.reserve(entries);
 }
 
-clock_type::time_point timer_wheel::loop_time() const noexcept {
-  // In one of the loop's rounds, the loop's time: what cyan::event::timer counts from, so equal
-  // delays posted in one round share a due tick. Outside them the loop's time is as old as its
-  // last round, so the clock is read.
-  return ev_depth(get_loop()->native_handle()) > 0 ? get_loop()->now() : clock_type::now();
-}
-
 timer_wheel::tick_type timer_wheel::tick_at(clock_type::time_point t) const noexcept {
   const duration since_epoch = std::chrono::duration_cast<duration>(t.time_since_epoch());
   return since_epoch > duration::zero()

@@ -85,6 +85,10 @@ class loop : noncopyable {
   /// timer's start()/reset() called while the loop is not running.
   [[nodiscard]] clock::time_point now() const noexcept { return now_; }
 
+  /// True while start(), run_once() or run_nowait() runs: inside the loop's callbacks. Then
+  /// now() is the time this round began; outside, now() is as old as the last round.
+  [[nodiscard]] bool in_round() const noexcept { return running_; }
+
   /// The backend this loop polls with (never backend::automatic).
   [[nodiscard]] event::backend backend() const noexcept;
 

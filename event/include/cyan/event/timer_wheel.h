@@ -137,7 +137,13 @@ class timer_wheel : noncopyable {
     timer_.assert_loop_thread();
 #endif
   }
-  [[nodiscard]] loop::clock::time_point loop_time() const noexcept;
+  [[nodiscard]] loop::clock::time_point loop_time() const noexcept {
+    // In one of the loop's rounds, the loop's time: what cyan::event::timer counts from, so
+    // equal delays posted in one round share a due tick. Outside them the loop's time is as old
+    // as its last round, so the clock is read.
+    const loop& owner = *get_loop();
+    return owner.in_round() ? owner.now() : loop::clock::now();
+  }
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
   // The due tick of an entry posted now with `delay`; first brings an empty core up to date.
   [[nodiscard]] tick_type due_for(duration delay) {
