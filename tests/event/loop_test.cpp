@@ -12,6 +12,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "cyan/event/io.h"
 #include "cyan/event/timer.h"
@@ -121,6 +122,25 @@ TEST(LoopTest, RunNowaitRunsOnlyWhatIsReady) {
     l->run_nowait();
   }
   EXPECT_TRUE(fired);
+}
+
+TEST(LoopTest, InRoundIsTrueOnlyInsideTheLoopsCallbacks) {
+  auto l = std::make_shared<loop>();
+  EXPECT_FALSE(l->in_round());
+  std::vector<bool> seen;
+  timer first{ l };
+  first.set_callback([&] { seen.push_back(l->in_round()); });
+  first.start();
+  l->run_once();
+  timer second{ l };
+  second.set_callback([&] {
+    seen.push_back(l->in_round());
+    l->stop();
+  });
+  second.start();
+  l->start();
+  EXPECT_FALSE(l->in_round());
+  EXPECT_EQ(seen, (std::vector<bool>{ true, true }));
 }
 
 TEST(LoopTest, RunOnceWaitsForAnEvent) {
