@@ -50,6 +50,7 @@ set boxwidth 0.7
 set xtics rotate by -60 nomirror
 set grid ytics
 set key off
+set rmargin 12
 plot "$out_dir/chart.dat" using 0:2:(\$3 == 1 ? 0x0097A7 : 0x9E9E9E):xtic(1) with boxes lc rgb variable
 GNUPLOT
 echo "chart: $out_dir/results.png"
