@@ -34,7 +34,7 @@ timer_wheel::~timer_wheel() {
 }
 
 void timer_wheel::start() {
-  timer_.assert_loop_thread();
+  assert_loop_thread();
   if (running_) {
     return;
   }
@@ -45,7 +45,7 @@ void timer_wheel::start() {
 }
 
 void timer_wheel::stop() noexcept {
-  timer_.assert_loop_thread();
+  assert_loop_thread();
   running_ = false;
   if (core_.advancing()) {
     core_.interrupt();
@@ -58,12 +58,12 @@ void timer_wheel::catch_up(clock_type::time_point now) noexcept {
 }
 
 timer_wheel::id timer_wheel::post(std::nullptr_t, duration) {
-  timer_.assert_loop_thread();
+  assert_loop_thread();
   throw std::invalid_argument("cyan::event::timer_wheel: empty callback");
 }
 
 void timer_wheel::reserve(std::size_t entries) {
-  timer_.assert_loop_thread();
+  assert_loop_thread();
   core_.reserve(entries);
 }
 

@@ -95,6 +95,11 @@ class loop : noncopyable {
   /// True when the caller runs on this loop's thread. [any thread]
   [[nodiscard]] bool is_loop_thread() const noexcept;
 
+  /// True when the caller may make loop-thread-only calls: it is the loop thread, or the loop
+  /// has not run yet (see the thread rules above). What debug builds assert; for code that
+  /// builds its own watchers on a loop. [any thread]
+  [[nodiscard]] bool may_be_used_here() const noexcept;
+
   /// True for the main loop (get_main_loop()). [any thread]
   [[nodiscard]] bool is_main() const noexcept { return is_main_; }
 
@@ -123,8 +128,6 @@ class loop : noncopyable {
   explicit loop(main_loop_tag);
 
   void attach(struct ev_loop* raw);
-  /// What debug builds assert for loop-thread-only calls.
-  [[nodiscard]] bool may_be_used_here() const noexcept;
   void begin_run();
   void end_run() noexcept { running_ = false; }
   void invoke_pending() noexcept;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -124,18 +125,10 @@ class timer_wheel : noncopyable {
   using tick_type = detail::timer_wheel_core::tick_type;
   static constexpr duration kMaxDelay{ std::int64_t{ 1 } << 62 };  // ~146 years
 
-  // The loop timer; derived only to reach the event module's loop-thread assertion.
-  class loop_timer : public timer {
-   public:
-    using timer::assert_loop_thread;
-    using timer::timer;
-  };
-
-  // The loop-thread check, without even the call in builds where it checks nothing.
+  // The loop-thread check of every member (debug builds).
   void assert_loop_thread() const noexcept {
-#ifndef NDEBUG
-    timer_.assert_loop_thread();
-#endif
+    assert(get_loop()->may_be_used_here() &&
+           "cyan::event::timer_wheel: loop-thread-only call made from another thread");
   }
   [[nodiscard]] loop::clock::time_point loop_time() const noexcept {
     // In one of the loop's rounds, the loop's time: what cyan::event::timer counts from, so
@@ -173,7 +166,7 @@ class timer_wheel : noncopyable {
   duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
   detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
   detail::timer_wheel_core core_;
-  loop_timer timer_;  // after core_: destroyed (stopped) first
+  timer timer_;  // after core_: destroyed (stopped) first
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for
   bool running_ = false;
   std::exception_ptr pending_error_;  // thrown by a callback, rethrown to the loop by on_timer()
