@@ -1,6 +1,7 @@
 #include "cyan/dispatch/future.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <atomic>
 #include <coroutine>
@@ -109,6 +110,27 @@ TEST(future, wait_for_and_wait_until_time_out_while_the_job_is_held) {
   EXPECT_EQ(result.wait_until(std::chrono::steady_clock::now()), std::future_status::ready);
   EXPECT_EQ(result.get(), 1);
   producer.join();
+}
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// Measures the waiter's CPU, so the producer sleeps: the thing measured is a get() that waits
+// 300 ms. It yields for at most 200 us and then sleeps: well under 20 ms of CPU.
+TEST(future, a_long_get_sleeps_instead_of_spinning) {
+  auto [result, job] = package([] { return 5; });
+  std::thread producer([job = std::move(job)]() mutable {
+    std::this_thread::sleep_for(300ms);
+    job();
+  });
+  const double before = thread_cpu_ms();
+  EXPECT_EQ(result.get(), 5);
+  const double used = thread_cpu_ms() - before;
+  producer.join();
+  EXPECT_LT(used, 20.0) << "get() burned " << used << " ms of CPU while waiting 300 ms";
 }
 
 TEST(future, an_awaitable_task_is_one_allocation_and_waiting_when_ready_is_none) {
