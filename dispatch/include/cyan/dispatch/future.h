@@ -46,7 +46,9 @@ class future {
   /// True when the task has finished (or was cancelled): get() will not block.
   [[nodiscard]] bool is_ready() const { return checked().is_ready(); }
 
-  /// Blocks until the task has finished.
+  /// Blocks until the task has finished: yields the CPU for up to 200 us (on a busy machine
+  /// that lets the workers finish without waking this thread per result), then sleeps on a
+  /// futex, so a long wait uses no CPU.
   void wait() const { checked().wait(); }
 
   /// Blocks until the task has finished or `timeout` has passed.
@@ -77,7 +79,7 @@ class future {
     return std::future_status::ready;
   }
 
-  /// Waits, then returns the task's result (moved out) or rethrows its exception
+  /// Waits (as wait() does), then returns the task's result (moved out) or rethrows its exception
   /// (task_cancelled if it never ran). Leaves the future not valid().
   T get() {
     checked().wait();
