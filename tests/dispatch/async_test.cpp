@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cyan/dispatch.h"
+#include "support/detached.h"
 
 // The global pool lives for the whole test program and is drained at exit; no test stops it.
 
@@ -97,17 +98,7 @@ TEST(async, awaitable_results_and_errors) {
                std::out_of_range);
 }
 
-// A minimal eager coroutine for the test: runs until its first suspension at once and counts
-// down `finished` at its end.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
+using cyan::test::detached;
 
 // Suspends at its first co_await for sure (the awaited task waits for `go`, which the test
 // opens only once this coroutine has returned to it), so it must resume on the pool thread

@@ -1,7 +1,6 @@
 #include "cyan/dispatch/future.h"
 
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <atomic>
 #include <coroutine>
@@ -14,6 +13,8 @@
 
 #include "cyan/common/unique_function.h"
 #include "support/allocation_counter.h"
+#include "support/cpu_time.h"
+#include "support/detached.h"
 #include "support/lifecycle.h"
 
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using cyan::dispatch::future;
 using cyan::dispatch::task_cancelled;
 using cyan::dispatch::detail::package;
+using cyan::test::cpu_time;
 using cyan::test::lifecycle;
 using namespace std::chrono_literals;
 
@@ -112,12 +114,6 @@ TEST(future, wait_for_and_wait_until_time_out_while_the_job_is_held) {
   producer.join();
 }
 
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
 // Measures the waiter's CPU, so the producer sleeps: the thing measured is a get() that waits
 // 300 ms. It yields for at most 200 us and then sleeps: well under 20 ms of CPU.
 TEST(future, a_long_get_sleeps_instead_of_spinning) {
@@ -126,11 +122,13 @@ TEST(future, a_long_get_sleeps_instead_of_spinning) {
     std::this_thread::sleep_for(300ms);
     job();
   });
-  const double before = thread_cpu_ms();
+  const auto before = cpu_time(CLOCK_THREAD_CPUTIME_ID);
   EXPECT_EQ(result.get(), 5);
-  const double used = thread_cpu_ms() - before;
+  const auto used = cpu_time(CLOCK_THREAD_CPUTIME_ID) - before;
   producer.join();
-  EXPECT_LT(used, 20.0) << "get() burned " << used << " ms of CPU while waiting 300 ms";
+  EXPECT_LT(used, 20ms) << "get() burned "
+                        << std::chrono::duration<double, std::milli>(used).count()
+                        << " ms of CPU while waiting 300 ms";
 }
 
 TEST(future, an_awaitable_task_is_one_allocation_and_waiting_when_ready_is_none) {
@@ -166,16 +164,7 @@ TEST(future, converts_to_std_future_before_and_after_completion) {
   EXPECT_THROW(cancelled_std.get(), task_cancelled);
 }
 
-// A minimal eager coroutine that records where it resumed.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
+using cyan::test::detached;
 
 detached await_into(future<int> f, std::atomic<int>& out, std::thread::id& resumed_on) {
   int value = co_await f;

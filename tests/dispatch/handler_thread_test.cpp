@@ -21,6 +21,7 @@
 
 #include "cyan/common/thread.h"
 #include "cyan/event/timer.h"
+#include "support/cpu_time.h"
 #include "support/lifecycle.h"
 
 namespace {
@@ -355,14 +356,9 @@ TEST(HandlerThread, StatsCountPostedExecutedAndQueued) {
 
 // Process CPU time used over `wall` of idleness.
 std::chrono::nanoseconds cpu_used_while_idle(std::chrono::milliseconds wall) {
-  auto cpu_now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
-  };
-  const auto before = cpu_now();
+  const auto before = cyan::test::cpu_time(CLOCK_PROCESS_CPUTIME_ID);
   std::this_thread::sleep_for(wall);  // the thing measured: a second of doing nothing
-  return cpu_now() - before;
+  return cyan::test::cpu_time(CLOCK_PROCESS_CPUTIME_ID) - before;
 }
 
 TEST(HandlerThread, AnIdleThreadUsesNoCpu) {

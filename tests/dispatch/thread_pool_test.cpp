@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/allocation_counter.h"
+#include "support/cpu_time.h"
 #include "support/lifecycle.h"
 #include "support/stress_env.h"
 
@@ -293,14 +294,9 @@ TEST(thread_pool, an_idle_pool_uses_almost_no_cpu) {
   }
   pool.post_awaitable([] {}).get();
   std::this_thread::sleep_for(50ms);  // let the workers' spin end
-  auto cpu_now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
-  };
-  const auto cpu_before = cpu_now();
+  const auto cpu_before = cyan::test::cpu_time(CLOCK_PROCESS_CPUTIME_ID);
   std::this_thread::sleep_for(1s);
-  const auto used = cpu_now() - cpu_before;
+  const auto used = cyan::test::cpu_time(CLOCK_PROCESS_CPUTIME_ID) - cpu_before;
   EXPECT_LT(used, 20ms) << std::chrono::duration<double, std::milli>(used).count()
                         << " ms of CPU in 1 s";
 }
