@@ -13,8 +13,6 @@
 //   CYAN_BENCH_ROUND_TRIPS  ping-pong round trips (default 200000)
 //   CYAN_BENCH_REPS         repetitions per arm (default 5)
 
-#include <time.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -254,12 +252,6 @@ bool run_ping_pong(std::uint64_t round_trips) {
   return ok;
 }
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 /// The other half of the ping-pong goal: a pair of handler threads that just played (so their
 /// spin budgets are full) must then use no CPU while idle. Measured as the process's CPU time
 /// while the main thread sleeps for `idle` (the time asked for, not a synchronisation);
@@ -268,9 +260,9 @@ bool idle_threads_use_no_cpu(std::chrono::milliseconds idle) {
   rally<cyan_consumer> game(1000);
   game.play();
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the spins and naps run out
-  const double before = process_cpu_seconds();
+  const double before = cyan::bench::cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
   std::this_thread::sleep_for(idle);
-  const double used = process_cpu_seconds() - before;
+  const double used = cyan::bench::cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - before;
   const double share = used / std::chrono::duration<double>(idle).count();
   const bool ok = share <= 0.02 && game.finish() == 1000;
   std::printf(

@@ -23,7 +23,6 @@
 //   CYAN_BENCH_REPS    repetitions per arm (default 5)
 
 #include <ev.h>
-#include <time.h>
 
 #include <chrono>
 #include <cstdint>
@@ -46,12 +45,6 @@ using cyan::event::timer_wheel;
 /// The i-th timeout's delay: spread over 1..1000 ms, the same set in every arm.
 std::chrono::milliseconds delay_of(std::uint64_t i) {
   return std::chrono::milliseconds(1 + (i * 7919) % 1000);
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 /// Runs `work` inside one of `owner`'s callbacks (a zero timeout timer's).
@@ -159,7 +152,7 @@ sample wheel_firing(std::uint64_t n) {
   fired_count fired;
   double started = 0;
   run_in_callback(owner, [&] {
-    started = thread_cpu_seconds();
+    started = cyan::bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (std::uint64_t i = 0; i < n; ++i) {
       wheel.post(
           [&fired, i] {
@@ -172,7 +165,7 @@ sample wheel_firing(std::uint64_t n) {
   while (fired.count < n) {
     owner->run_once();
   }
-  return { thread_cpu_seconds() - started, fired.checksum() };
+  return { cyan::bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - started, fired.checksum() };
 }
 
 sample ev_firing(std::uint64_t n) {
@@ -180,7 +173,7 @@ sample ev_firing(std::uint64_t n) {
   ev_timers evs(n, owner->native_handle());
   double started = 0;
   run_in_callback(owner, [&] {
-    started = thread_cpu_seconds();
+    started = cyan::bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (std::uint64_t i = 0; i < n; ++i) {
       evs.arm(i);
     }
@@ -188,7 +181,7 @@ sample ev_firing(std::uint64_t n) {
   while (evs.fired.count < n) {
     owner->run_once();
   }
-  return { thread_cpu_seconds() - started, evs.fired.checksum() };
+  return { cyan::bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - started, evs.fired.checksum() };
 }
 
 }  // namespace

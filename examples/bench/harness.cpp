@@ -38,6 +38,12 @@ sample time(const std::function<std::uint64_t()>& work) {
   return { elapsed.count(), checksum };
 }
 
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') {

@@ -6,6 +6,8 @@
 // ratios against the first arm (cyan's), checksums must match across arms, and one CSV row per
 // arm is appended to $CYAN_BENCH_CSV.
 
+#include <time.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,6 +24,10 @@ struct sample {
 /// Times `work` (which returns a checksum) with a steady clock: for arms with nothing to
 /// exclude from the timed region.
 sample time(const std::function<std::uint64_t()>& work);
+
+/// CPU seconds used so far by the process (CLOCK_PROCESS_CPUTIME_ID) or the calling thread
+/// (CLOCK_THREAD_CPUTIME_ID): for workloads whose wall time is mostly waiting.
+double cpu_seconds(clockid_t clock);
 
 /// Repetitions per arm: $CYAN_BENCH_REPS, else `fallback`.
 int repetitions(int fallback = 5);
