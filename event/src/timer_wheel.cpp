@@ -19,11 +19,20 @@ timer_wheel::duration checked_resolution(timer_wheel::duration resolution) {
   return resolution;
 }
 
+// How many ticks of `resolution` make `unit`, or 0 when that is not a whole number.
+std::uint64_t whole_ticks(timer_wheel::duration unit, timer_wheel::duration resolution) {
+  return unit % resolution == timer_wheel::duration::zero()
+             ? static_cast<std::uint64_t>(unit / resolution)
+             : 0;
+}
+
 }  // namespace
 
 timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
     : resolution_(checked_resolution(resolution)),
       per_tick_(static_cast<std::uint64_t>(resolution_.count())),
+      ticks_per_ms_(whole_ticks(std::chrono::milliseconds(1), resolution_)),
+      ticks_per_s_(whole_ticks(std::chrono::seconds(1), resolution_)),
       core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
       timer_(std::move(owner)) {
   timer_.set_callback([this] { on_timer(); });

@@ -25,7 +25,6 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   used_ = first_entry_;
   for (index_type s = 0; s < first_entry_; ++s) {
     nodes_[s].prev = nodes_[s].next = s;
-    nodes_[s].list = static_cast<list_type>(s);
   }
   for (unsigned width = 0; width < placement_.size(); ++width) {
     const unsigned level = width == 0 ? 0 : std::min((width - 1) / slot_bits, levels);
@@ -42,8 +41,8 @@ timer_wheel_core::~timer_wheel_core() {
   // One at a time, through the public path, so that a callback's destructor that cancels or
   // inserts still finds the core consistent.
   for (index_type i = first_entry_; i < used_; ++i) {
-    if (nodes_[i].list != kFree) {
-      cancel(std::uint64_t{ nodes_[i].generation } << 32 | i);
+    if (is_live(nodes_[i])) {
+      cancel(id_of(i));
     }
   }
 }
@@ -70,7 +69,7 @@ void timer_wheel_core::grow(std::size_t capacity) {
   auto payloads = std::make_unique<payload[]>(capacity);
   for (index_type i = 0; i < used_; ++i) {
     nodes[i] = nodes_[i];
-    if (i >= first_entry_ && nodes_[i].list != kFree) {
+    if (i >= first_entry_ && is_live(nodes_[i])) {
       payloads[i].due = payloads_[i].due;
       wheel_relocate(payloads_[i].fn, payloads[i].fn);
     }
@@ -97,15 +96,20 @@ void timer_wheel_core::advance_to(tick_type target) noexcept {
   advancing_ = false;
 }
 
-timer_wheel_core::tick_type timer_wheel_core::next_event() const noexcept {
-  // Occupied slots of level k are after now's digit there (level 0: at or after, for the rest of
+timer_wheel_core::tick_type timer_wheel_core::next_event() noexcept {
+  // Marked slots of level k are after now's digit there (level 0: at or after, for the rest of
   // an interrupted tick), and all of level k comes before any of level k + 1.
   for (unsigned level = 0; level < levels_; ++level) {
-    if (occupied_[level] != 0) {
+    std::uint64_t& marked = occupied_[level];
+    while (marked != 0) {
+      const auto slot = static_cast<index_type>(std::countr_zero(marked));
+      if (list_empty(level * slots_ + slot)) {
+        marked &= marked - 1;  // emptied by cancel()
+        continue;
+      }
       const unsigned shift = level * slot_bits_;
-      const tick_type slot = static_cast<tick_type>(std::countr_zero(occupied_[level]));
       const tick_type block = now_ >> (shift + slot_bits_) << (shift + slot_bits_);
-      return block | slot << shift;
+      return block | tick_type{ slot } << shift;
     }
   }
   if (!list_empty(overflow_)) {
@@ -131,9 +135,7 @@ void timer_wheel_core::destroy_callback(index_type i) noexcept {
 }
 
 void timer_wheel_core::release(index_type i) noexcept {
-  node& entry = nodes_[i];
-  entry.list = kFree;
-  ++entry.generation;
+  ++nodes_[i].generation;
   free_node(i);
 }
 
@@ -161,10 +163,11 @@ void timer_wheel_core::cascade(unsigned level) noexcept {
   for (index_type i = nodes_[list].next; i != list;) {
     const index_type next = nodes_[i].next;
     unlink(i);
+    assert(list_for(payloads_[i].due) != list && "timer_wheel: cascade must move an entry down");
     place(i);
-    assert(nodes_[i].list != list && "timer_wheel: cascade must move an entry down");
     i = next;
   }
+  clear_occupied(list);
 }
 
 void timer_wheel_core::cascade_overflow() noexcept {
@@ -185,6 +188,9 @@ void timer_wheel_core::run_current_slot() noexcept {
   const index_type list = current_slot();
   while (!list_empty(list) && !interrupted_) {
     run_one(nodes_[list].next);
+  }
+  if (list_empty(list)) {
+    clear_occupied(list);
   }
 }
 

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
@@ -117,6 +120,77 @@ TEST_F(TimerWheelTest, EqualDelaysRunInPostOrder) {
   for (int i = 0; i < 200; ++i) {
     ASSERT_EQ(order[static_cast<std::size_t>(i)], i);
   }
+}
+
+// Every unit names the same due tick for the same delay: milliseconds and seconds take the
+// division-free path where the resolution divides them, the rest divide. Entries due at the same
+// tick run in post order, so each delay is posted as two pairs in opposite unit order: had two
+// units disagreed by a tick, one pair would run reversed.
+TEST_F(TimerWheelTest, EveryUnitOfDelayNamesTheSameDueTick) {
+  using std::chrono::duration;
+  struct wheel_case {
+    timer_wheel::duration resolution;
+    std::vector<int> order;
+  };
+  // 1 ms and 250 us divide 1 ms and 1 s; 3 ms divides neither.
+  std::vector<wheel_case> cases{ { 1ms, {} }, { 250us, {} }, { 3ms, {} } };
+  std::vector<std::unique_ptr<timer_wheel>> wheels;
+  for (const auto& c : cases) {
+    wheels.push_back(std::make_unique<timer_wheel>(loop_, c.resolution));
+    wheels.back()->start();
+  }
+  int expected = 0;
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {  // one round: every post counts from the same loop time
+    for (std::size_t w = 0; w < wheels.size(); ++w) {
+      std::vector<int>& order = cases[w].order;
+      int tag = 0;
+      auto post = [&](auto delay) {
+        wheels[w]->post([&order, t = tag++] { order.push_back(t); }, delay);
+      };
+      post(6ms), post(6000us), post(6'000'000ns), post(duration<unsigned, std::milli>(6));
+      post(6'000'000ns), post(6000us), post(6ms);
+      post(1s), post(1000ms), post(1'000'000us), post(1'000'000'000ns);
+      post(1'000'000'000ns), post(1000ms), post(1s);
+      post(std::chrono::minutes(0)), post(0ms), post(-5ms), post(-5s), post(0ns);  // next tick
+      expected = tag;
+    }
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] {
+    return expected > 0 && std::all_of(cases.begin(), cases.end(), [&](const wheel_case& c) {
+      return c.order.size() == static_cast<std::size_t>(expected);
+    });
+  }));
+  // By due tick, then post order: the no-delay posts, the 6 ms ones, then the 1 s ones.
+  const std::vector<int> by_due{ 14, 15, 16, 17, 18, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.order, by_due) << "resolution " << c.resolution.count() << " ns";
+  }
+}
+
+TEST_F(TimerWheelTest, HugeDelaysInAnyUnitAreClampedNotWrapped) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  int ran = 0;
+  const std::vector<timer_wheel::id> far{
+    wheel.post([&ran] { ++ran; }, std::chrono::milliseconds::max()),
+    wheel.post([&ran] { ++ran; }, std::chrono::hours::max()),
+    wheel.post([&ran] { ++ran; }, std::chrono::seconds::max()),
+    wheel.post([&ran] { ++ran; }, std::chrono::nanoseconds::max()),
+    wheel.post([&ran] { ++ran; }, std::chrono::duration<std::uint64_t, std::milli>(~0ULL)),
+    wheel.post([&ran] { ++ran; }, std::chrono::duration<std::uint64_t>(~0ULL)),
+  };
+  bool near_ran = false;
+  wheel.post([&near_ran] { near_ran = true; }, 2ms);
+  ASSERT_TRUE(run_once_until(loop_, [&] { return near_ran; }));
+  EXPECT_EQ(ran, 0) << "a huge delay wrapped around to a near due time";
+  EXPECT_EQ(wheel.size(), far.size());
+  for (const timer_wheel::id id : far) {
+    EXPECT_TRUE(wheel.cancel(id));
+  }
+  EXPECT_TRUE(wheel.empty());
+  EXPECT_FALSE(wheel.is_armed());
 }
 
 TEST_F(TimerWheelTest, CancelReturnsTrueOnlyForAnEntryThatHasNotRun) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <ratio>
 #include <type_traits>
 #include <utility>
 
@@ -17,6 +18,27 @@
 #include "cyan/event/timer.h"
 
 namespace cyan::event {
+namespace detail {
+
+/// True for a std::chrono::duration<Rep, Period> that counts a whole number of nanoseconds in
+/// an integer: the delays timer_wheel::post() takes.
+template <typename Rep, typename Period>
+concept whole_nanoseconds = std::is_integral_v<Rep> && !std::is_same_v<Rep, bool> &&
+                            std::ratio_divide<Period, std::nano>::den == 1;
+
+/// `count` clamped to [0, max].
+template <typename Rep>
+[[nodiscard]] constexpr std::uint64_t clamp_count(Rep count, std::uint64_t max) noexcept {
+  if constexpr (std::is_signed_v<Rep>) {
+    if (count <= 0) {
+      return 0;
+    }
+  }
+  return static_cast<std::make_unsigned_t<Rep>>(count) < max ? static_cast<std::uint64_t>(count)
+                                                              : max;
+}
+
+}  // namespace detail
 
 /// Very many one-shot timeouts on one loop for the price of one loop timer: a hashed,
 /// hierarchical timing wheel (6 levels of 64 slots, then an overflow list, so any delay works)
@@ -74,12 +96,15 @@ class timer_wheel : noncopyable {
 
   /// Adds `f` (a callable taking no arguments; a result is ignored), to run once `delay` from now
   /// (zero or negative: on the next tick; beyond 2^62 ns, about 146 years: after 2^62 ns). Works
-  /// whether the wheel is started or not. Throws std::invalid_argument when `f` is empty (null,
-  /// an empty function object), std::bad_alloc when the wheel cannot grow or a large closure
-  /// cannot be boxed, and what moving `f` throws (nothing is added then).
-  template <typename F>
-  requires std::is_invocable_v < std::decay_t<F>
-  & > id post(F&& f, duration delay) {
+  /// whether the wheel is started or not. `delay` is any std::chrono::duration with an integer
+  /// count of a whole number of nanoseconds (ns, us, ms, s, min, h, ...); in milliseconds or
+  /// seconds on a wheel whose resolution divides the unit (the default 1 ms does), the due tick
+  /// takes no division. Throws std::invalid_argument when `f` is empty (null, an empty function
+  /// object), std::bad_alloc when the wheel cannot grow or a large closure cannot be boxed, and
+  /// what moving `f` throws (nothing is added then).
+  template <typename F, typename Rep, typename Period>
+  requires std::is_invocable_v<std::decay_t<F>&> && detail::whole_nanoseconds<Rep, Period>
+  id post(F&& f, std::chrono::duration<Rep, Period> delay) {
     const tick_type due = due_for(delay);
     const id entry{ core_.insert(due, std::forward<F>(f)) };
     // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
@@ -138,24 +163,45 @@ class timer_wheel : noncopyable {
     return owner.in_round() ? owner.now() : loop::clock::now();
   }
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
-  // The due tick of an entry posted now with `delay`; first brings an empty core up to date.
-  [[nodiscard]] tick_type due_for(duration delay) {
+  // The due tick of an entry posted now with `delay`, rounded up to a tick boundary so that
+  // nothing runs early (the core moves a due tick not after its now() to now() + 1); first
+  // brings an empty core up to date. Delays are clamped to [0, kMaxDelay], so that due ticks
+  // stay far from overflow.
+  template <typename Rep, typename Period>
+  [[nodiscard]] tick_type due_for(std::chrono::duration<Rep, Period> delay) {
     assert_loop_thread();
+    constexpr std::uint64_t unit_ns = std::ratio_divide<Period, std::nano>::num;
+    const std::uint64_t units = detail::clamp_count(delay.count(), kMaxDelay.count() / unit_ns);
     const loop::clock::time_point now = loop_time();
     if (core_.empty() && !core_.advancing()) {
       catch_up(now);
     }
-    return std::max(due_tick(now, delay), core_.now() + 1);
+    // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
+    // resolution) when the resolution divides the unit.
+    if constexpr (unit_ns == 1'000'000) {
+      if (ticks_per_ms_ != 0) {
+        return ceiling_tick(now) + units * ticks_per_ms_;
+      }
+    } else if constexpr (unit_ns == 1'000'000'000) {
+      if (ticks_per_s_ != 0) {
+        return ceiling_tick(now) + units * ticks_per_s_;
+      }
+    }
+    return per_tick_.divide_up(since_epoch(now) + units * unit_ns);
   }
   void catch_up(loop::clock::time_point now) noexcept;
-  [[nodiscard]] tick_type due_tick(loop::clock::time_point now, duration delay) const noexcept {
-    // Rounded up: the tick boundary at or after the due time, so nothing runs early. Longer
-    // delays are shortened to kMaxDelay, so that due ticks stay far from overflow.
-    const auto since_epoch = std::chrono::duration_cast<duration>(now.time_since_epoch()).count();
-    const auto total =
-        static_cast<tick_type>(std::max(since_epoch, std::int64_t{ 0 })) +
-        static_cast<tick_type>(std::clamp(delay, duration::zero(), kMaxDelay).count());
-    return per_tick_.divide_up(total);
+  [[nodiscard]] static std::uint64_t since_epoch(loop::clock::time_point t) noexcept {
+    const auto ns = std::chrono::duration_cast<duration>(t.time_since_epoch()).count();
+    return static_cast<std::uint64_t>(std::max(ns, std::int64_t{ 0 }));
+  }
+  // The first tick boundary at or after `t`; remembers the last answer, as every post in one of
+  // the loop's rounds asks about the same time. (The sum in divide_up stays below 2^63 + 2^62.)
+  [[nodiscard]] tick_type ceiling_tick(loop::clock::time_point t) noexcept {
+    if (t != ceiling_of_) {
+      ceiling_of_ = t;
+      ceiling_ = per_tick_.divide_up(since_epoch(t));
+    }
+    return ceiling_;
   }
   void on_timer();
   void on_callback_error(std::exception_ptr error) noexcept;
@@ -165,6 +211,10 @@ class timer_wheel : noncopyable {
 
   duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
   detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
+  tick_type ticks_per_ms_;          // 1 ms / resolution_ when that is whole, else 0
+  tick_type ticks_per_s_;           // 1 s / resolution_ when that is whole, else 0
+  loop::clock::time_point ceiling_of_{ loop::clock::duration::min() };  // see ceiling_tick()
+  tick_type ceiling_ = 0;
   detail::timer_wheel_core core_;
   timer timer_;  // after core_: destroyed (stopped) first
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for

@@ -35,8 +35,16 @@ namespace cyan::event::detail {
 /// cancel touches for a trivially destructible closure, and 32-byte payloads (due tick and
 /// callback), written by insert and read when the entry fires or cascades. A closure that is
 /// running or being destroyed is first moved off the slab, so it may insert (and grow the slab).
-/// An id is generation << 32 | index; a node's generation changes every time it is freed and a
-/// node whose generation would wrap is retired, so an id is never reused. Id 0 is never issued.
+/// A node's generation is odd while it holds an entry and even otherwise (sentinels and never
+/// used nodes stay at 0); it goes up when the node is taken and when it is freed, and a node
+/// whose generation would wrap is retired. An id is (generation >> 1) << 32 | index, so it is
+/// never reused, and an id names a live entry exactly when its node's generation matches: cancel
+/// needs no other check. Id 0 is never issued.
+///
+/// Each level keeps one bit per slot, set when an entry is put there, so the next slot with work
+/// is a count of trailing zeros away. cancel() leaves the bit of a slot it empties; next_event()
+/// drops such bits when it meets them and processing a slot clears its bit, so a cancel does no
+/// bookkeeping beyond unlinking.
 ///
 /// Not thread-safe: one thread uses a core. Callbacks may insert and cancel (any entry) while
 /// advance_to() runs; they must not call advance_to() or destroy the core.
@@ -101,8 +109,8 @@ class timer_wheel_core : noncopyable {
 
   /// The earliest tick at which advance_to() has work (an entry to run, or a slot to cascade
   /// closer to its due tick): now() itself when an interrupted tick has entries left, kNever
-  /// when the core is empty.
-  [[nodiscard]] tick_type next_event() const noexcept;
+  /// when the core is empty. Drops the marks of slots that cancel() emptied on the way.
+  [[nodiscard]] tick_type next_event() noexcept;
 
   /// The last tick processed.
   [[nodiscard]] tick_type now() const noexcept { return now_; }
@@ -117,19 +125,14 @@ class timer_wheel_core : noncopyable {
 
  private:
   using index_type = std::uint32_t;
-  static constexpr index_type kNone =
-      ~index_type{ 0 };  // end of the free list; node::list of a free node
-
-  using list_type = std::uint16_t;                   // sentinel index: at most 8 * 64 + 1 of them
-  static constexpr list_type kFree = 0xffff;         // node::list of a free node
-  static constexpr std::uint16_t kNeedsDestroy = 1;  // node::flags: the closure has a destructor
+  static constexpr index_type kNone = ~index_type{ 0 };  // end of the free list
+  static constexpr std::uint32_t kNeedsDestroy = 1;  // node::flags: the closure has a destructor
 
   struct node {  // the hot half of an entry: 16 bytes
     index_type prev = kNone;
-    index_type next = kNone;  // also the free list's link
-    std::uint32_t generation = 1;
-    list_type list = kFree;  // the sentinel of the list holding this node
-    std::uint16_t flags = 0;
+    index_type next = kNone;        // also the free list's link
+    std::uint32_t generation = 0;   // odd while the node holds an entry
+    std::uint32_t flags = 0;
   };
   struct payload {  // the cold half: 32 bytes
     tick_type due;
@@ -151,14 +154,22 @@ class timer_wheel_core : noncopyable {
   void destroy_callback(index_type i) noexcept;
   void push_free(index_type i) noexcept { nodes_[i].next = std::exchange(free_head_, i); }
   id_type link_new(index_type i, tick_type due, bool needs_destroy) noexcept;
-  // Marks a node free (a new generation) and puts it on the free list.
+  // Marks a node free (a new, even generation) and puts it on the free list.
   void release(index_type i) noexcept;
+  [[nodiscard]] static bool is_live(const node& n) noexcept { return (n.generation & 1) != 0; }
+  [[nodiscard]] id_type id_of(index_type i) const noexcept {
+    return id_type{ nodes_[i].generation >> 1 } << 32 | i;
+  }
   void free_node(index_type i) noexcept;
   // Appends node i to `list` (the caller marks the slot occupied).
   void link_back(index_type list, index_type i) noexcept;
   void mark_occupied(index_type list) noexcept {
     occupied_[list >> slot_bits_] |= std::uint64_t{ 1 } << (list & (slots_ - 1));
   }
+  void clear_occupied(index_type list) noexcept {
+    occupied_[list >> slot_bits_] &= ~(std::uint64_t{ 1 } << (list & (slots_ - 1)));
+  }
+  // Takes node i out of its list (its slot's bit stays; see the class comment).
   void unlink(index_type i) noexcept;
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
     return nodes_[list].next == list;
@@ -188,8 +199,10 @@ class timer_wheel_core : noncopyable {
   index_type slots_;        // per level
   index_type overflow_;     // sentinel of the overflow list
   index_type first_entry_;  // first non-sentinel index
-  // Bit s of [k]: level k's slot s is non-empty; [levels_] stands for the overflow list (whose
-  // sentinel is levels_ << slot_bits_) and is never read, which keeps link and unlink branch-free.
+  // Bit s of [k]: level k's slot s has had an entry put in it since it was last processed or
+  // found empty (a bit without entries is one cancel() left); [levels_] stands for the overflow
+  // list (whose sentinel is levels_ << slot_bits_) and is never read, which keeps link
+  // branch-free.
   std::array<std::uint64_t, kMaxLevels + 1> occupied_{};
   std::array<placement, 65> placement_{};  // by bit_width(due ^ now)
   error_handler on_error_;
@@ -213,34 +226,44 @@ inline timer_wheel_core::index_type timer_wheel_core::allocate() {
 
 inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_type due,
                                                             bool needs_destroy) noexcept {
-  due = due > now_ ? due : now_ + 1;
+  const tick_type now = now_;
+  due = due > now ? due : now + 1;
   payloads_[i].due = due;
-  nodes_[i].flags = needs_destroy ? kNeedsDestroy : 0;
+  node& entry = nodes_[i];
+  const std::uint32_t generation = entry.generation + 1;  // odd: live
+  entry.generation = generation;
+  entry.flags = needs_destroy ? kNeedsDestroy : 0;
   // | 1: widths 0 and 1 both mean level 0, and a non-zero operand needs no zero check.
-  const placement& where = placement_[std::bit_width((due ^ now_) | 1)];
+  const placement& where = placement_[std::bit_width((due ^ now) | 1)];
   const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
   link_back(where.base + slot, i);
-  occupied_[where.level] |= std::uint64_t{ 1 } << slot;
+  // Read before written: the bit is nearly always set already, and a store every time would
+  // chain each insert to the last one's store.
+  std::uint64_t& marks = occupied_[where.level];
+  const std::uint64_t bit = std::uint64_t{ 1 } << slot;
+  if ((marks & bit) == 0) {
+    marks |= bit;
+  }
   ++size_;
-  return id_type{ nodes_[i].generation } << 32 | i;
+  return id_type{ generation >> 1 } << 32 | i;
 }
 
 inline bool timer_wheel_core::cancel(id_type id) noexcept {
   const auto i = static_cast<index_type>(id);
-  if (i - first_entry_ >= used_ - first_entry_) {  // a sentinel or never used (wraps below)
+  if (i >= capacity_) {
     return false;
   }
-  node& entry = nodes_[i];
-  if (entry.list == kFree || entry.generation != static_cast<std::uint32_t>(id >> 32)) {
+  // Sentinels, never used and free nodes have even generations, so they never match.
+  if (nodes_[i].generation != (id >> 32 << 1 | 1)) {
     return false;
   }
   unlink(i);
   --size_;
   // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
   // it gone, one that inserts cannot be handed this node.
-  entry.list = kFree;
-  ++entry.generation;
-  if ((entry.flags & kNeedsDestroy) != 0) {
+  const std::uint32_t flags = nodes_[i].flags;
+  ++nodes_[i].generation;
+  if ((flags & kNeedsDestroy) != 0) {
     destroy_callback(i);
   }
   free_node(i);
@@ -259,7 +282,6 @@ inline void timer_wheel_core::link_back(index_type list, index_type i) noexcept 
   node& head = nodes_[list];
   entry.prev = head.prev;
   entry.next = list;
-  entry.list = static_cast<list_type>(list);
   nodes_[head.prev].next = i;
   head.prev = i;
 }
@@ -268,10 +290,6 @@ inline void timer_wheel_core::unlink(index_type i) noexcept {
   const node& entry = nodes_[i];
   nodes_[entry.prev].next = entry.next;
   nodes_[entry.next].prev = entry.prev;
-  const index_type list = entry.list;
-  if (list_empty(list)) {
-    occupied_[list >> slot_bits_] &= ~(std::uint64_t{ 1 } << (list & (slots_ - 1)));
-  }
 }
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {

@@ -27,10 +27,9 @@ class wheel_divider {
     return (t1 + ((n - t1) >> shift1_)) >> shift2_;
   }
 
-  /// n / divisor, rounded up.
+  /// n / divisor, rounded up. `n` must be at most 2^64 - divisor (n + divisor - 1 must not wrap).
   [[nodiscard]] constexpr std::uint64_t divide_up(std::uint64_t n) const noexcept {
-    const std::uint64_t q = divide(n);
-    return q + (q * divisor_ != n ? 1 : 0);
+    return divide(n + (divisor_ - 1));
   }
 
   [[nodiscard]] constexpr std::uint64_t divisor() const noexcept { return divisor_; }
