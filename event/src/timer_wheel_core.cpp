@@ -26,9 +26,9 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   for (index_type s = 0; s < first_entry_; ++s) {
     nodes_[s].prev = nodes_[s].next = s;
   }
-  for (unsigned width = 0; width < placement_.size(); ++width) {
-    const unsigned level = width == 0 ? 0 : std::min((width - 1) / slot_bits, levels);
-    placement_[width] = level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
+  for (unsigned highest = 0; highest < placement_.size(); ++highest) {
+    const unsigned level = std::min(highest / slot_bits, levels);
+    placement_[highest] = level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
                                                     static_cast<std::uint16_t>(slots_ - 1),
                                                     static_cast<std::uint8_t>(level * slot_bits),
                                                     static_cast<std::uint8_t>(level) }
@@ -135,7 +135,7 @@ void timer_wheel_core::destroy_callback(index_type i) noexcept {
 }
 
 void timer_wheel_core::release(index_type i) noexcept {
-  ++nodes_[i].generation;
+  nodes_[i].stamp = freed(nodes_[i].stamp);
   free_node(i);
 }
 
@@ -197,7 +197,7 @@ void timer_wheel_core::run_current_slot() noexcept {
 void timer_wheel_core::run_one(index_type i) noexcept {
   unlink(i);
   // Moved to the stack: the callback may insert and so move the slab.
-  wheel_callback_holder fn(payloads_[i].fn, (nodes_[i].flags & kNeedsDestroy) != 0);
+  wheel_callback_holder fn(payloads_[i].fn, (nodes_[i].stamp & kNeedsDestroy) != 0);
   release(i);  // before the call: cancelling itself from its callback returns false
   --size_;
   try {

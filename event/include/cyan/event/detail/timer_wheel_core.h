@@ -31,15 +31,15 @@ namespace cyan::event::detail {
 /// Entries live in a slab with a free list, linked into circular, doubly linked lists through
 /// sentinel nodes, so insert and cancel are O(1) and allocation-free once the slab has grown to
 /// the peak number of entries (for closures stored inline, see wheel_callback_slot). The slab is
-/// split in two arrays indexed alike: 16-byte links (list pointers, generation, flags), all that
-/// cancel touches for a trivially destructible closure, and 32-byte payloads (due tick and
-/// callback), written by insert and read when the entry fires or cascades. A closure that is
-/// running or being destroyed is first moved off the slab, so it may insert (and grow the slab).
-/// A node's generation is odd while it holds an entry and even otherwise (sentinels and never
-/// used nodes stay at 0); it goes up when the node is taken and when it is freed, and a node
-/// whose generation would wrap is retired. An id is (generation >> 1) << 32 | index, so it is
-/// never reused, and an id names a live entry exactly when its node's generation matches: cancel
-/// needs no other check. Id 0 is never issued.
+/// split in two arrays indexed alike: 12-byte links (list pointers and a stamp), all that cancel
+/// touches for a trivially destructible closure, and 32-byte payloads (due tick and callback),
+/// written by insert and read when the entry fires or cascades. A closure that is running or
+/// being destroyed is first moved off the slab, so it may insert (and grow the slab).
+/// A node's stamp holds, from bit 2 up, how many times the node has been freed; bit 0 is set
+/// while it holds an entry (never for sentinels and never used nodes, whose stamp is 0) and
+/// bit 1 when that entry's closure needs destroying. An id is (stamp >> 1) << 32 | index, so it
+/// is never reused (a node whose count would wrap is retired), and an id names a live entry
+/// exactly when its node's stamp matches: cancel needs no other check. Id 0 is never issued.
 ///
 /// Each level keeps one bit per slot, set when an entry is put there, so the next slot with work
 /// is a count of trailing zeros away. cancel() leaves the bit of a slot it empties; next_event()
@@ -126,19 +126,20 @@ class timer_wheel_core : noncopyable {
  private:
   using index_type = std::uint32_t;
   static constexpr index_type kNone = ~index_type{ 0 };  // end of the free list
-  static constexpr std::uint32_t kNeedsDestroy = 1;  // node::flags: the closure has a destructor
+  // node::stamp bits (see the class comment).
+  static constexpr std::uint32_t kLive = 1;
+  static constexpr std::uint32_t kNeedsDestroy = 2;
 
-  struct node {  // the hot half of an entry: 16 bytes
+  struct node {  // the hot part of an entry: 12 bytes
     index_type prev = kNone;
-    index_type next = kNone;        // also the free list's link
-    std::uint32_t generation = 0;   // odd while the node holds an entry
-    std::uint32_t flags = 0;
+    index_type next = kNone;  // also the free list's link
+    std::uint32_t stamp = 0;
   };
   struct payload {  // the cold half: 32 bytes
     tick_type due;
     wheel_callback_slot fn;
   };
-  static_assert(sizeof(node) == 16 && sizeof(payload) == 32);
+  static_assert(sizeof(node) == 12 && sizeof(payload) == 32);
   struct placement {     // where list_for() puts an entry, by the highest digit where due and now
                          // differ
     std::uint16_t base;  // the level's first sentinel (the overflow list's)
@@ -154,11 +155,14 @@ class timer_wheel_core : noncopyable {
   void destroy_callback(index_type i) noexcept;
   void push_free(index_type i) noexcept { nodes_[i].next = std::exchange(free_head_, i); }
   id_type link_new(index_type i, tick_type due, bool needs_destroy) noexcept;
-  // Marks a node free (a new, even generation) and puts it on the free list.
+  // Marks a node free (the next count, no flags) and puts it on the free list.
   void release(index_type i) noexcept;
-  [[nodiscard]] static bool is_live(const node& n) noexcept { return (n.generation & 1) != 0; }
+  [[nodiscard]] static std::uint32_t freed(std::uint32_t stamp) noexcept {
+    return (stamp | kLive | kNeedsDestroy) + 1;  // 0 when the count wraps
+  }
+  [[nodiscard]] static bool is_live(const node& n) noexcept { return (n.stamp & kLive) != 0; }
   [[nodiscard]] id_type id_of(index_type i) const noexcept {
-    return id_type{ nodes_[i].generation >> 1 } << 32 | i;
+    return id_type{ nodes_[i].stamp >> 1 } << 32 | i;
   }
   void free_node(index_type i) noexcept;
   // Appends node i to `list` (the caller marks the slot occupied).
@@ -175,6 +179,11 @@ class timer_wheel_core : noncopyable {
     return nodes_[list].next == list;
   }
   [[nodiscard]] index_type list_for(tick_type due) const noexcept;
+  [[nodiscard]] const placement& placement_for(tick_type due, tick_type now) const noexcept {
+    // | 1: equal ticks (no differing bit) and ticks differing in bit 0 both mean level 0, and a
+    // non-zero operand needs no zero check; 63 ^ countl_zero is the highest set bit's index.
+    return placement_[63 ^ std::countl_zero((due ^ now) | 1)];
+  }
   void place(index_type i) noexcept;
   [[nodiscard]] index_type current_slot() const noexcept {
     return static_cast<index_type>(now_ & (slots_ - 1));
@@ -204,7 +213,7 @@ class timer_wheel_core : noncopyable {
   // list (whose sentinel is levels_ << slot_bits_) and is never read, which keeps link
   // branch-free.
   std::array<std::uint64_t, kMaxLevels + 1> occupied_{};
-  std::array<placement, 65> placement_{};  // by bit_width(due ^ now)
+  std::array<placement, 64> placement_{};  // by the highest bit in which due and now differ
   error_handler on_error_;
   bool advancing_ = false;
   bool interrupted_ = false;
@@ -230,11 +239,9 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   due = due > now ? due : now + 1;
   payloads_[i].due = due;
   node& entry = nodes_[i];
-  const std::uint32_t generation = entry.generation + 1;  // odd: live
-  entry.generation = generation;
-  entry.flags = needs_destroy ? kNeedsDestroy : 0;
-  // | 1: widths 0 and 1 both mean level 0, and a non-zero operand needs no zero check.
-  const placement& where = placement_[std::bit_width((due ^ now) | 1)];
+  const std::uint32_t stamp = entry.stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
+  entry.stamp = stamp;
+  const placement& where = placement_for(due, now);
   const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
   link_back(where.base + slot, i);
   // Read before written: the bit is nearly always set already, and a store every time would
@@ -245,7 +252,7 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
     marks |= bit;
   }
   ++size_;
-  return id_type{ generation >> 1 } << 32 | i;
+  return id_type{ stamp >> 1 } << 32 | i;
 }
 
 inline bool timer_wheel_core::cancel(id_type id) noexcept {
@@ -253,17 +260,17 @@ inline bool timer_wheel_core::cancel(id_type id) noexcept {
   if (i >= capacity_) {
     return false;
   }
-  // Sentinels, never used and free nodes have even generations, so they never match.
-  if (nodes_[i].generation != (id >> 32 << 1 | 1)) {
+  // Sentinels, never used and free nodes lack kLive, so they never match.
+  if (nodes_[i].stamp != (id >> 32 << 1 | kLive)) {
     return false;
   }
   unlink(i);
   --size_;
   // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
   // it gone, one that inserts cannot be handed this node.
-  const std::uint32_t flags = nodes_[i].flags;
-  ++nodes_[i].generation;
-  if ((flags & kNeedsDestroy) != 0) {
+  const std::uint32_t stamp = nodes_[i].stamp;
+  nodes_[i].stamp = freed(stamp);
+  if ((stamp & kNeedsDestroy) != 0) {
     destroy_callback(i);
   }
   free_node(i);
@@ -271,8 +278,8 @@ inline bool timer_wheel_core::cancel(id_type id) noexcept {
 }
 
 inline void timer_wheel_core::free_node(index_type i) noexcept {
-  if (nodes_[i].generation == 0) {
-    return;  // the generation wrapped: reusing the node could reissue an id, so it is retired
+  if (nodes_[i].stamp == 0) {
+    return;  // the count wrapped: reusing the node could reissue an id, so it is retired
   }
   push_free(i);
 }
@@ -293,7 +300,7 @@ inline void timer_wheel_core::unlink(index_type i) noexcept {
 }
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
-  const placement& where = placement_[std::bit_width((due ^ now_) | 1)];
+  const placement& where = placement_for(due, now_);
   return where.base + (static_cast<index_type>(due >> where.shift) & where.mask);
 }
 
