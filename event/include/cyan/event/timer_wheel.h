@@ -179,11 +179,11 @@ class timer_wheel : noncopyable {
     // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
     // resolution) when the resolution divides the unit.
     if constexpr (unit_ns == 1'000'000) {
-      if (ticks_per_ms_ != 0) {
+      if (ticks_per_ms_ != 0) [[likely]] {
         return ceiling_tick(now) + units * ticks_per_ms_;
       }
     } else if constexpr (unit_ns == 1'000'000'000) {
-      if (ticks_per_s_ != 0) {
+      if (ticks_per_s_ != 0) [[likely]] {
         return ceiling_tick(now) + units * ticks_per_s_;
       }
     }
@@ -197,7 +197,7 @@ class timer_wheel : noncopyable {
   // The first tick boundary at or after `t`; remembers the last answer, as every post in one of
   // the loop's rounds asks about the same time. (The sum in divide_up stays below 2^63 + 2^62.)
   [[nodiscard]] tick_type ceiling_tick(loop::clock::time_point t) noexcept {
-    if (t != ceiling_of_) {
+    if (t != ceiling_of_) [[unlikely]] {
       ceiling_of_ = t;
       ceiling_ = per_tick_.divide_up(since_epoch(t));
     }
