@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -29,11 +30,9 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   for (unsigned highest = 0; highest < placement_.size(); ++highest) {
     const unsigned level = std::min(highest / slot_bits, levels);
     placement_[highest] = level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
-                                                    static_cast<std::uint16_t>(slots_ - 1),
-                                                    static_cast<std::uint8_t>(level * slot_bits),
-                                                    static_cast<std::uint8_t>(level) }
-                                       : placement{ static_cast<std::uint16_t>(overflow_), 0, 0,
-                                                    static_cast<std::uint8_t>(levels) };
+                                                      static_cast<std::uint16_t>(slots_ - 1),
+                                                      level * slot_bits }
+                                         : placement{ static_cast<std::uint16_t>(overflow_), 0, 0 };
   }
 }
 
@@ -96,15 +95,29 @@ void timer_wheel_core::advance_to(tick_type target) noexcept {
   advancing_ = false;
 }
 
+std::uint64_t timer_wheel_core::level_marks(unsigned level) const noexcept {
+  // Eight 0/1 bytes at a time: the multiplication moves byte k's low bit to bit 56 + k (the
+  // partial products below bit 56 are distinct powers of two, so nothing carries into the top
+  // byte). Bytes past the level's slots (when it has fewer than 8) are masked off.
+  const std::uint8_t* bytes = marked_.data() + std::size_t{ level } * slots_;
+  std::uint64_t marks = 0;
+  for (index_type s = 0; s < slots_; s += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes + s, sizeof(word));
+    marks |= ((word & 0x0101010101010101ULL) * 0x0102040810204080ULL >> 56) << s;
+  }
+  return slots_ == 64 ? marks : marks & ((std::uint64_t{ 1 } << slots_) - 1);
+}
+
 timer_wheel_core::tick_type timer_wheel_core::next_event() noexcept {
   // Marked slots of level k are after now's digit there (level 0: at or after, for the rest of
   // an interrupted tick), and all of level k comes before any of level k + 1.
   for (unsigned level = 0; level < levels_; ++level) {
-    std::uint64_t& marked = occupied_[level];
-    while (marked != 0) {
-      const auto slot = static_cast<index_type>(std::countr_zero(marked));
-      if (list_empty(level * slots_ + slot)) {
-        marked &= marked - 1;  // emptied by cancel()
+    for (std::uint64_t marks = level_marks(level); marks != 0; marks &= marks - 1) {
+      const auto slot = static_cast<index_type>(std::countr_zero(marks));
+      const index_type list = level * slots_ + slot;
+      if (list_empty(list)) {
+        clear_occupied(list);  // emptied by cancel()
         continue;
       }
       const unsigned shift = level * slot_bits_;

@@ -41,10 +41,11 @@ namespace cyan::event::detail {
 /// is never reused (a node whose count would wrap is retired), and an id names a live entry
 /// exactly when its node's stamp matches: cancel needs no other check. Id 0 is never issued.
 ///
-/// Each level keeps one bit per slot, set when an entry is put there, so the next slot with work
-/// is a count of trailing zeros away. cancel() leaves the bit of a slot it empties; next_event()
-/// drops such bits when it meets them and processing a slot clears its bit, so a cancel does no
-/// bookkeeping beyond unlinking.
+/// Each slot has a mark byte, set (one plain store) when an entry is put there; next_event()
+/// packs a level's marks into a 64-bit mask, so the next slot with work is a count of trailing
+/// zeros away. cancel() leaves the mark of a slot it empties; next_event() drops such marks when
+/// it meets them and processing a slot clears its mark, so a cancel does no bookkeeping beyond
+/// unlinking.
 ///
 /// Not thread-safe: one thread uses a core. Callbacks may insert and cancel (any entry) while
 /// advance_to() runs; they must not call advance_to() or destroy the core.
@@ -144,8 +145,7 @@ class timer_wheel_core : noncopyable {
                          // differ
     std::uint16_t base;  // the level's first sentinel (the overflow list's)
     std::uint16_t mask;  // slots - 1 (0 for the overflow list)
-    std::uint8_t shift;  // level * slot_bits: the digit's position
-    std::uint8_t level;  // levels for the overflow list
+    std::uint32_t shift;  // level * slot_bits: the digit's position
   };
   static_assert(std::is_trivially_copyable_v<payload>);
 
@@ -167,12 +167,10 @@ class timer_wheel_core : noncopyable {
   void free_node(index_type i) noexcept;
   // Appends node i to `list` (the caller marks the slot occupied).
   void link_back(index_type list, index_type i) noexcept;
-  void mark_occupied(index_type list) noexcept {
-    occupied_[list >> slot_bits_] |= std::uint64_t{ 1 } << (list & (slots_ - 1));
-  }
-  void clear_occupied(index_type list) noexcept {
-    occupied_[list >> slot_bits_] &= ~(std::uint64_t{ 1 } << (list & (slots_ - 1)));
-  }
+  void mark_occupied(index_type list) noexcept { marked_[list] = 1; }
+  void clear_occupied(index_type list) noexcept { marked_[list] = 0; }
+  // Bit s: slot s of `level` is marked.
+  [[nodiscard]] std::uint64_t level_marks(unsigned level) const noexcept;
   // Takes node i out of its list (its slot's bit stays; see the class comment).
   void unlink(index_type i) noexcept;
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
@@ -208,11 +206,10 @@ class timer_wheel_core : noncopyable {
   index_type slots_;        // per level
   index_type overflow_;     // sentinel of the overflow list
   index_type first_entry_;  // first non-sentinel index
-  // Bit s of [k]: level k's slot s has had an entry put in it since it was last processed or
-  // found empty (a bit without entries is one cancel() left); [levels_] stands for the overflow
-  // list (whose sentinel is levels_ << slot_bits_) and is never read, which keeps link
-  // branch-free.
-  std::array<std::uint64_t, kMaxLevels + 1> occupied_{};
+  // By sentinel index: 1 when the slot has had an entry put in it since it was last processed or
+  // found empty (a mark without entries is one cancel() left). The overflow list's is never
+  // read, which keeps link branch-free; 8 bytes of slack let level_marks() read whole words.
+  std::array<std::uint8_t, kMaxLevels * (1U << kMaxSlotBits) + 8> marked_{};
   std::array<placement, 64> placement_{};  // by the highest bit in which due and now differ
   error_handler on_error_;
   bool advancing_ = false;
@@ -243,14 +240,9 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   entry.stamp = stamp;
   const placement& where = placement_for(due, now);
   const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
-  link_back(where.base + slot, i);
-  // Read before written: the bit is nearly always set already, and a store every time would
-  // chain each insert to the last one's store.
-  std::uint64_t& marks = occupied_[where.level];
-  const std::uint64_t bit = std::uint64_t{ 1 } << slot;
-  if ((marks & bit) == 0) {
-    marks |= bit;
-  }
+  const index_type list = where.base + slot;
+  link_back(list, i);
+  mark_occupied(list);
   ++size_;
   return id_type{ stamp >> 1 } << 32 | i;
 }
