@@ -180,6 +180,8 @@ TEST_F(TimerWheelTest, HugeDelaysInAnyUnitAreClampedNotWrapped) {
     wheel.post([&ran] { ++ran; }, std::chrono::nanoseconds::max()),
     wheel.post([&ran] { ++ran; }, std::chrono::duration<std::uint64_t, std::milli>(~0ULL)),
     wheel.post([&ran] { ++ran; }, std::chrono::duration<std::uint64_t>(~0ULL)),
+    // One unit of 200 years: longer than the longest delay, still not "now".
+    wheel.post([&ran] { ++ran; }, std::chrono::duration<int, std::ratio<200LL * 31'556'952>>(1)),
   };
   bool near_ran = false;
   wheel.post([&near_ran] { near_ran = true; }, 2ms);

@@ -171,7 +171,10 @@ class timer_wheel : noncopyable {
   [[nodiscard]] tick_type due_for(std::chrono::duration<Rep, Period> delay) {
     assert_loop_thread();
     constexpr std::uint64_t unit_ns = std::ratio_divide<Period, std::nano>::num;
-    const std::uint64_t units = detail::clamp_count(delay.count(), kMaxDelay.count() / unit_ns);
+    constexpr auto max_delay = static_cast<std::uint64_t>(kMaxDelay.count());
+    // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
+    const std::uint64_t units =
+        detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
     const loop::clock::time_point now = loop_time();
     if (core_.empty() && !core_.advancing()) {
       catch_up(now);
@@ -187,7 +190,7 @@ class timer_wheel : noncopyable {
         return ceiling_tick(now) + units * ticks_per_s_;
       }
     }
-    return per_tick_.divide_up(since_epoch(now) + units * unit_ns);
+    return per_tick_.divide_up(since_epoch(now) + std::min(units * unit_ns, max_delay));
   }
   void catch_up(loop::clock::time_point now) noexcept;
   [[nodiscard]] static std::uint64_t since_epoch(loop::clock::time_point t) noexcept {
