@@ -29,10 +29,10 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   }
   for (unsigned highest = 0; highest < placement_.size(); ++highest) {
     const unsigned level = std::min(highest / slot_bits, levels);
-    placement_[highest] = level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
-                                                      static_cast<std::uint16_t>(slots_ - 1),
-                                                      level * slot_bits }
-                                         : placement{ static_cast<std::uint16_t>(overflow_), 0, 0 };
+    placement_[highest] =
+        level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
+                                    static_cast<std::uint16_t>(slots_ - 1), level * slot_bits }
+                       : placement{ static_cast<std::uint16_t>(overflow_), 0, 0 };
   }
 }
 

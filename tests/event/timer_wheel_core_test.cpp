@@ -153,12 +153,12 @@ TEST_F(TimerWheelCore, IdsOfSentinelsFreeAndNeverUsedNodesAreUnknown) {
 // cancel() leaves a slot it empties marked; next_event() must look past such slots, on every
 // level, and processing must not run or cascade anything from them.
 TEST_F(TimerWheelCore, SlotsEmptiedByCancelDoNotBringTheNextEventForward) {
-  const core::id_type near = record_at(5, 0);     // level 0, slot 5
-  record_at(40, 1);                               // level 0, slot 40
-  const core::id_type mid = record_at(100, 2);    // level 1, slot 1 (cascades at 64)
-  record_at(200, 3);                              // level 1, slot 3 (cascades at 192)
-  const core::id_type far = record_at(5000, 4);   // level 2, slot 1 (cascades at 4096)
-  record_at(9000, 5);                             // level 2, slot 2 (cascades at 8192)
+  const core::id_type near = record_at(5, 0);    // level 0, slot 5
+  record_at(40, 1);                              // level 0, slot 40
+  const core::id_type mid = record_at(100, 2);   // level 1, slot 1 (cascades at 64)
+  record_at(200, 3);                             // level 1, slot 3 (cascades at 192)
+  const core::id_type far = record_at(5000, 4);  // level 2, slot 1 (cascades at 4096)
+  record_at(9000, 5);                            // level 2, slot 2 (cascades at 8192)
   EXPECT_EQ(wheel_.next_event(), 5u);
   EXPECT_TRUE(wheel_.cancel(near));
   EXPECT_EQ(wheel_.next_event(), 40u);

@@ -159,8 +159,8 @@ TEST_F(TimerWheelTest, EveryUnitOfDelayNamesTheSameDueTick) {
   kickoff.start();
   ASSERT_TRUE(run_once_until(loop_, [&] {
     return expected > 0 && std::all_of(cases.begin(), cases.end(), [&](const wheel_case& c) {
-      return c.order.size() == static_cast<std::size_t>(expected);
-    });
+             return c.order.size() == static_cast<std::size_t>(expected);
+           });
   }));
   // By due tick, then post order: the no-delay posts, the 6 ms ones, then the 1 s ones.
   const std::vector<int> by_due{ 14, 15, 16, 17, 18, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };

@@ -35,7 +35,7 @@ template <typename Rep>
     }
   }
   return static_cast<std::make_unsigned_t<Rep>>(count) < max ? static_cast<std::uint64_t>(count)
-                                                              : max;
+                                                             : max;
 }
 
 }  // namespace detail

@@ -141,10 +141,10 @@ class timer_wheel_core : noncopyable {
     wheel_callback_slot fn;
   };
   static_assert(sizeof(node) == 12 && sizeof(payload) == 32);
-  struct placement {     // where list_for() puts an entry, by the highest digit where due and now
-                         // differ
-    std::uint16_t base;  // the level's first sentinel (the overflow list's)
-    std::uint16_t mask;  // slots - 1 (0 for the overflow list)
+  // Where list_for() puts an entry, by the highest digit where due and now differ.
+  struct placement {
+    std::uint16_t base;   // the level's first sentinel (the overflow list's)
+    std::uint16_t mask;   // slots - 1 (0 for the overflow list)
     std::uint32_t shift;  // level * slot_bits: the digit's position
   };
   static_assert(std::is_trivially_copyable_v<payload>);
