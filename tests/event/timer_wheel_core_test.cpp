@@ -1,7 +1,6 @@
 // Tests for cyan/event/detail/timer_wheel_core.h with a virtual clock: exact ticks, orders,
 // cascades across levels and the overflow list, cancel results, re-entrancy and teardown.
 #include "cyan/event/detail/timer_wheel_core.h"
-#include "cyan/event/detail/wheel_divider.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -443,33 +441,6 @@ TEST_F(TimerWheelCore, AClosureWhoseConstructionThrowsAddsNothing) {
   EXPECT_EQ(wheel_.size(), 2u);
   wheel_.advance_to(2);
   EXPECT_EQ(ran_, (std::vector<run>{ { 0, 2 }, { 1, 2 } }));
-}
-
-TEST(WheelDivider, MatchesHardwareDivisionForEveryKindOfDivisor) {
-  std::mt19937_64 rng(20261129);
-  const std::uint64_t divisors[] = { 1,
-                                     2,
-                                     3,
-                                     7,
-                                     64,
-                                     1000,
-                                     1'000'000,
-                                     999'999'937,
-                                     std::uint64_t{ 1 } << 40,
-                                     (std::uint64_t{ 1 } << 63) + 5,
-                                     ~std::uint64_t{ 0 } };
-  for (const std::uint64_t d : divisors) {
-    const cyan::event::detail::wheel_divider divider(d);
-    for (int k = 0; k < 20000; ++k) {
-      const std::uint64_t n = k < 4 ? std::uint64_t{ static_cast<std::uint64_t>(k) } * (d / 2 + 1)
-                                    : rng() >> (rng() % 64);
-      ASSERT_EQ(divider.divide(n), n / d) << n << " / " << d;
-      if (n <= ~std::uint64_t{ 0 } - d + 1) {  // divide_up's domain
-        ASSERT_EQ(divider.divide_up(n), n / d + (n % d != 0 ? 1 : 0)) << n << " / " << d;
-      }
-    }
-    EXPECT_EQ(divider.divide(~std::uint64_t{ 0 }), ~std::uint64_t{ 0 } / d);
-  }
 }
 
 TEST_F(TimerWheelCore, RejectsUnsupportedGeometryAndEmptyCallbacks) {
