@@ -32,7 +32,6 @@ timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
     : resolution_(checked_resolution(resolution)),
       per_tick_(static_cast<std::uint64_t>(resolution_.count())),
       ticks_per_ms_(whole_ticks(std::chrono::milliseconds(1), resolution_)),
-      ticks_per_s_(whole_ticks(std::chrono::seconds(1), resolution_)),
       core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
       timer_(std::move(owner)) {
   timer_.set_callback([this] { on_timer(); });
@@ -60,6 +59,20 @@ void timer_wheel::stop() noexcept {
     core_.interrupt();
   }
   disarm();
+}
+
+timer_wheel::tick_type timer_wheel::due_after(std::uint64_t delay_ns) {
+  const loop& owner = *get_loop();
+  const clock_type::time_point now = loop_time();
+  if (core_.empty() && !core_.advancing()) {
+    catch_up(now);
+  }
+  if (owner.in_round() && ticks_per_ms_ != 0) {
+    round_ = now;
+    round_ceiling_ = per_tick_.divide_up(since_epoch(now));  // below 2^63: divide_up's domain
+  }
+  // The sum stays below 2^63 + 2^62, within divide_up's domain.
+  return per_tick_.divide_up(since_epoch(now) + delay_ns);
 }
 
 void timer_wheel::catch_up(clock_type::time_point now) noexcept {
@@ -131,6 +144,7 @@ clock_type::duration timer_wheel::time_until(tick_type tick) const noexcept {
 void timer_wheel::disarm() noexcept {
   timer_.stop();
   armed_for_ = detail::timer_wheel_core::kNever;
+  round_ = kNoRound;  // the core may be empty: the next post catches it up
 }
 
 }  // namespace cyan::event

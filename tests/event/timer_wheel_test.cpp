@@ -109,6 +109,45 @@ TEST_F(TimerWheelTest, PostsFromACallbackCountFromTheLoopsTimeLikeTimers) {
   }
 }
 
+// Posts in one round share that round's time; a later round counts from its own, in every unit.
+TEST_F(TimerWheelTest, EachRoundCountsFromItsOwnTime) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  struct round_posts {
+    clock_type::time_point round_time{};
+    std::array<clock_type::time_point, 2> ran{};
+  };
+  std::array<round_posts, 3> rounds{};
+  std::size_t next = 0;
+  timer ticker{ loop_ };
+  ticker.set_timeout(15ms);
+  ticker.set_repeat(15ms);
+  ticker.set_callback([&] {
+    round_posts& r = rounds[next];
+    r.round_time = loop_->now();
+    wheel.post([&r] { r.ran[0] = clock_type::now(); }, 20ms);
+    wheel.post([&r] { r.ran[1] = clock_type::now(); }, 20'000'000ns);  // not cached
+    if (++next == rounds.size()) {
+      ticker.stop();
+    }
+  });
+  ticker.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] {
+    return next == rounds.size() &&
+           std::all_of(rounds.begin(), rounds.end(), [](const round_posts& r) {
+             return r.ran[0] != clock_type::time_point{} && r.ran[1] != clock_type::time_point{};
+           });
+  }));
+  for (const round_posts& r : rounds) {
+    for (const clock_type::time_point ran : r.ran) {
+      EXPECT_GE(ran - r.round_time, 20ms) << "ran before its delay, counted from its round";
+      EXPECT_LT(ran - r.round_time, 20ms + kLateness);
+    }
+  }
+  EXPECT_TRUE(wheel.empty());
+  EXPECT_FALSE(wheel.is_armed());
+}
+
 TEST_F(TimerWheelTest, EqualDelaysRunInPostOrder) {
   timer_wheel wheel{ loop_ };
   wheel.start();

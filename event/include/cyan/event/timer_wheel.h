@@ -26,16 +26,20 @@ template <typename Rep, typename Period>
 concept whole_nanoseconds = std::is_integral_v<Rep> && !std::is_same_v<Rep, bool> &&
                             std::ratio_divide<Period, std::nano>::den == 1;
 
-/// `count` clamped to [0, max].
+/// `count` clamped to [0, max]; `max` < 2^63.
 template <typename Rep>
 [[nodiscard]] constexpr std::uint64_t clamp_count(Rep count, std::uint64_t max) noexcept {
   if constexpr (std::is_signed_v<Rep>) {
-    if (count <= 0) {
-      return 0;
+    // One comparison for the usual case: a negative count becomes at least 2^63 here.
+    const auto wide = static_cast<std::uint64_t>(static_cast<std::int64_t>(count));
+    if (wide <= max) [[likely]] {
+      return wide;
     }
+    return count < 0 ? 0 : max;
+  } else {
+    const auto wide = static_cast<std::uint64_t>(count);
+    return wide <= max ? wide : max;
   }
-  return static_cast<std::make_unsigned_t<Rep>>(count) < max ? static_cast<std::uint64_t>(count)
-                                                             : max;
 }
 
 }  // namespace detail
@@ -175,36 +179,23 @@ class timer_wheel : noncopyable {
     // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
     const std::uint64_t units =
         detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
-    const loop::clock::time_point now = loop_time();
-    if (core_.empty() && !core_.advancing()) {
-      catch_up(now);
-    }
-    // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
-    // resolution) when the resolution divides the unit.
-    if constexpr (unit_ns == 1'000'000) {
-      if (ticks_per_ms_ != 0) [[likely]] {
-        return ceiling_tick(now) + units * ticks_per_ms_;
-      }
-    } else if constexpr (unit_ns == 1'000'000'000) {
-      if (ticks_per_s_ != 0) [[likely]] {
-        return ceiling_tick(now) + units * ticks_per_s_;
+    if constexpr (unit_ns == 1'000'000 || unit_ns == 1'000'000'000) {
+      // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
+      // resolution), as the resolution divides the unit whenever the round is cached.
+      const loop& owner = *get_loop();
+      if (owner.in_round() && owner.now() == round_) [[likely]] {
+        constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
+        return round_ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
       }
     }
-    return per_tick_.divide_up(since_epoch(now) + std::min(units * unit_ns, max_delay));
+    return due_after(std::min(units * unit_ns, max_delay));
   }
+  // due_for() without the cache: reads the time, catches an empty core up and caches the round.
+  [[nodiscard]] tick_type due_after(std::uint64_t delay_ns);
   void catch_up(loop::clock::time_point now) noexcept;
   [[nodiscard]] static std::uint64_t since_epoch(loop::clock::time_point t) noexcept {
     const auto ns = std::chrono::duration_cast<duration>(t.time_since_epoch()).count();
     return static_cast<std::uint64_t>(std::max(ns, std::int64_t{ 0 }));
-  }
-  // The first tick boundary at or after `t`; remembers the last answer, as every post in one of
-  // the loop's rounds asks about the same time. (The sum in divide_up stays below 2^63 + 2^62.)
-  [[nodiscard]] tick_type ceiling_tick(loop::clock::time_point t) noexcept {
-    if (t != ceiling_of_) [[unlikely]] {
-      ceiling_of_ = t;
-      ceiling_ = per_tick_.divide_up(since_epoch(t));
-    }
-    return ceiling_;
   }
   void on_timer();
   void on_callback_error(std::exception_ptr error) noexcept;
@@ -215,9 +206,12 @@ class timer_wheel : noncopyable {
   duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
   detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
   tick_type ticks_per_ms_;          // 1 ms / resolution_ when that is whole, else 0
-  tick_type ticks_per_s_;           // 1 s / resolution_ when that is whole, else 0
-  loop::clock::time_point ceiling_of_{ loop::clock::duration::min() };  // see ceiling_tick()
-  tick_type ceiling_ = 0;
+  // The loop's time in the round being cached and the first tick boundary at or after it: every
+  // post in one round counts from the same time. Cached only while the resolution divides 1 ms
+  // and the core is up to date (disarm(), which runs whenever the wheel empties, drops it).
+  static constexpr loop::clock::time_point kNoRound{ loop::clock::duration::min() };
+  loop::clock::time_point round_ = kNoRound;
+  tick_type round_ceiling_ = 0;
   detail::timer_wheel_core core_;
   timer timer_;  // after core_: destroyed (stopped) first
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for
