@@ -102,8 +102,8 @@ class timer_wheel : noncopyable {
   /// (zero or negative: on the next tick; beyond 2^62 ns, about 146 years: after 2^62 ns). Works
   /// whether the wheel is started or not. `delay` is any std::chrono::duration with an integer
   /// count of a whole number of nanoseconds (ns, us, ms, s, min, h, ...); in milliseconds or
-  /// seconds on a wheel whose resolution divides the unit (the default 1 ms does), the due tick
-  /// takes no division. Throws std::invalid_argument when `f` is empty (null, an empty function
+  /// seconds on a wheel whose resolution divides 1 ms (the default does), the due tick takes no
+  /// division. Throws std::invalid_argument when `f` is empty (null, an empty function
   /// object), std::bad_alloc when the wheel cannot grow or a large closure cannot be boxed, and
   /// what moving `f` throws (nothing is added then).
   template <typename F, typename Rep, typename Period>
