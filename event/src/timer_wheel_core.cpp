@@ -21,7 +21,8 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   }
   slots_ = index_type{ 1 } << slot_bits;
   overflow_ = levels * slots_;
-  first_entry_ = overflow_ + 1;
+  scratch_ = overflow_ + 1;
+  first_entry_ = scratch_ + 1;
   grow(first_entry_);
   used_ = first_entry_;
   for (index_type s = 0; s < first_entry_; ++s) {

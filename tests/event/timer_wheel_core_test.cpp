@@ -180,6 +180,31 @@ TEST_F(TimerWheelCore, SlotsEmptiedByCancelDoNotBringTheNextEventForward) {
   EXPECT_EQ(wheel_.next_event(), core::kNever) << "only an emptied slot is marked";
 }
 
+// Taking out a list's first entry leaves its successor's prev stale (see the class comment);
+// cancelling first, middle and last entries in turn, and appending in between, must still leave
+// the list exact.
+TEST_F(TimerWheelCore, CancellingFirstMiddleAndLastEntriesKeepsAListExact) {
+  std::array<core::id_type, 6> ids{};
+  for (int tag = 0; tag < 6; ++tag) {  // A..F = 0..5, all due at tick 5: one list
+    ids[static_cast<std::size_t>(tag)] = record_at(5, tag);
+  }
+  EXPECT_TRUE(wheel_.cancel(ids[0]));  // first: B's prev is now stale
+  EXPECT_TRUE(wheel_.cancel(ids[2]));  // middle, after the new first
+  EXPECT_TRUE(wheel_.cancel(ids[1]));  // first again, its prev stale
+  const core::id_type g = record_at(5, 6);
+  EXPECT_TRUE(wheel_.cancel(ids[5]));  // in the middle now, before G
+  EXPECT_TRUE(wheel_.cancel(ids[3]));  // first
+  EXPECT_TRUE(wheel_.cancel(g));       // last
+  record_at(5, 7);
+  const core::id_type only = record_at(9, 8);  // a list of one, emptied and used again
+  EXPECT_TRUE(wheel_.cancel(only));
+  record_at(9, 9);
+  EXPECT_EQ(wheel_.size(), 3u);
+  wheel_.advance_to(20);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 4, 5 }, { 7, 5 }, { 9, 9 } }));
+  EXPECT_TRUE(wheel_.empty());
+}
+
 TEST_F(TimerWheelCore, ACallbackMayCancelItselfAndOthersDueInTheSameTick) {
   core::id_type self = 0;
   core::id_type later_same_tick = 0;

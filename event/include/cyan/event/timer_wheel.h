@@ -49,8 +49,8 @@ template <typename Rep>
 /// with O(1) post() and cancel() that allocate nothing once the wheel has held its peak number of
 /// entries (or reserve() made room), for callbacks of at most 16 bytes (two pointers, e.g.
 /// `[this, request]`) that are nothrow movable; a larger closure (a cyan::unique_function too)
-/// is moved into one heap allocation per post. An entry costs 44 bytes, and cancelling one whose
-/// closure is trivially destructible touches only 12 of them. For request deadlines, idle
+/// is moved into one heap allocation per post. An entry costs 48 bytes, and cancelling one whose
+/// closure is trivially destructible touches only 16 of them. For request deadlines, idle
 /// connections, retries — timeouts that are mostly cancelled before they fire.
 ///
 /// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An

@@ -31,8 +31,9 @@ namespace cyan::event::detail {
 /// Entries live in a slab with a free list, linked into circular, doubly linked lists through
 /// sentinel nodes, so insert and cancel are O(1) and allocation-free once the slab has grown to
 /// the peak number of entries (for closures stored inline, see wheel_callback_slot). The slab is
-/// split in two arrays indexed alike: 12-byte links (list pointers and a stamp), all that cancel
-/// touches for a trivially destructible closure, and 32-byte payloads (due tick and callback),
+/// split in two arrays indexed alike: 16-byte links (list pointers, the list's sentinel and a
+/// stamp), all that cancel touches for a trivially destructible closure, and 32-byte payloads
+/// (due tick and callback),
 /// written by insert and read when the entry fires or cascades. A closure that is running or
 /// being destroyed is first moved off the slab, so it may insert (and grow the slab).
 /// A node's stamp holds, from bit 2 up, how many times the node has been freed; bit 0 is set
@@ -40,6 +41,11 @@ namespace cyan::event::detail {
 /// bit 1 when that entry's closure needs destroying. An id is (stamp >> 1) << 32 | index, so it
 /// is never reused (a node whose count would wrap is retired), and an id names a live entry
 /// exactly when its node's stamp matches: cancel needs no other check. Id 0 is never issued.
+///
+/// The first entry of a list may have a stale `prev`: taking the first entry out (every run and
+/// cascade, and the cancel of the oldest timeout) leaves its successor's `prev` alone, so it
+/// writes only the sentinel, never a node further on whose cache line is usually cold. A node
+/// is first exactly when its sentinel's `next` names it, and every other node's `prev` is exact.
 ///
 /// Each slot has a mark byte, set (one plain store) when an entry is put there; next_event()
 /// packs a level's marks into a 64-bit mask, so the next slot with work is a count of trailing
@@ -131,16 +137,18 @@ class timer_wheel_core : noncopyable {
   static constexpr std::uint32_t kLive = 1;
   static constexpr std::uint32_t kNeedsDestroy = 2;
 
-  struct node {  // the hot part of an entry: 12 bytes
-    index_type prev = kNone;
+  // The hot part of an entry: 16 bytes.
+  struct node {
+    index_type prev = kNone;  // stale in a list's first node (see the class comment)
     index_type next = kNone;  // also the free list's link
     std::uint32_t stamp = 0;
+    index_type list = kNone;  // the sentinel of the list holding the node
   };
   struct payload {  // the cold half: 32 bytes
     tick_type due;
     wheel_callback_slot fn;
   };
-  static_assert(sizeof(node) == 12 && sizeof(payload) == 32);
+  static_assert(sizeof(node) == 16 && sizeof(payload) == 32);
   // Where list_for() puts an entry, by the highest digit where due and now differ.
   struct placement {
     std::uint16_t base;   // the level's first sentinel (the overflow list's)
@@ -205,6 +213,7 @@ class timer_wheel_core : noncopyable {
   unsigned slot_bits_;
   index_type slots_;        // per level
   index_type overflow_;     // sentinel of the overflow list
+  index_type scratch_;      // a node unlink() writes to instead of branching (never an entry)
   index_type first_entry_;  // first non-sentinel index
   // By sentinel index: 1 when the slot has had an entry put in it since it was last processed or
   // found empty (a mark without entries is one cancel() left). The overflow list's is never
@@ -281,14 +290,22 @@ inline void timer_wheel_core::link_back(index_type list, index_type i) noexcept 
   node& head = nodes_[list];
   entry.prev = head.prev;
   entry.next = list;
+  entry.list = list;
   nodes_[head.prev].next = i;
   head.prev = i;
 }
 
 inline void timer_wheel_core::unlink(index_type i) noexcept {
   const node& entry = nodes_[i];
-  nodes_[entry.prev].next = entry.next;
-  nodes_[entry.next].prev = entry.prev;
+  const index_type list = entry.list;
+  const index_type next = entry.next;
+  // The first node's prev may be stale: its predecessor is the sentinel, and its successor's
+  // prev is left as it is (that node is first now). Without branches: the successor's write
+  // goes to the scratch node then, unless the successor is the sentinel (the list's tail).
+  const bool first = nodes_[list].next == i;
+  const index_type prev = first ? list : entry.prev;
+  nodes_[prev].next = next;
+  nodes_[first && next != list ? scratch_ : next].prev = prev;
 }
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
