@@ -174,9 +174,11 @@ void timer_wheel_core::process_tick() noexcept {
 void timer_wheel_core::cascade(unsigned level) noexcept {
   const auto slot = static_cast<index_type>(now_ >> (level * slot_bits_) & (slots_ - 1));
   const index_type list = level * slots_ + slot;
-  for (index_type i = nodes_[list].next; i != list;) {
+  // The whole list is detached at once and its entries re-placed in order: no unlinking.
+  index_type i = nodes_[list].next;
+  nodes_[list].next = nodes_[list].prev = list;
+  while (i != list) {
     const index_type next = nodes_[i].next;
-    unlink(i);
     assert(list_for(payloads_[i].due) != list && "timer_wheel: cascade must move an entry down");
     place(i);
     i = next;
@@ -201,15 +203,20 @@ void timer_wheel_core::run_current_slot() noexcept {
   // Level 0's current slot holds exactly the entries due now: inserts go to later ticks.
   const index_type list = current_slot();
   while (!list_empty(list) && !interrupted_) {
-    run_one(nodes_[list].next);
+    run_first(list);
   }
   if (list_empty(list)) {
     clear_occupied(list);
   }
 }
 
-void timer_wheel_core::run_one(index_type i) noexcept {
-  unlink(i);
+void timer_wheel_core::run_first(index_type list) noexcept {
+  const index_type i = nodes_[list].next;
+  const index_type next = nodes_[i].next;
+  nodes_[list].next = next;  // next's prev is left stale: it is first now
+  if (next == list) {
+    nodes_[list].prev = list;
+  }
   // Moved to the stack: the callback may insert and so move the slab.
   wheel_callback_holder fn(payloads_[i].fn, (nodes_[i].stamp & kNeedsDestroy) != 0);
   release(i);  // before the call: cancelling itself from its callback returns false

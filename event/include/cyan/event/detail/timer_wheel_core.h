@@ -42,10 +42,11 @@ namespace cyan::event::detail {
 /// is never reused (a node whose count would wrap is retired), and an id names a live entry
 /// exactly when its node's stamp matches: cancel needs no other check. Id 0 is never issued.
 ///
-/// The first entry of a list may have a stale `prev`: taking the first entry out (every run and
-/// cascade, and the cancel of the oldest timeout) leaves its successor's `prev` alone, so it
-/// writes only the sentinel, never a node further on whose cache line is usually cold. A node
-/// is first exactly when its sentinel's `next` names it, and every other node's `prev` is exact.
+/// The first entry of a list may have a stale `prev`: taking the first entry out (every run, and
+/// the cancel of the oldest timeout in a slot) leaves its successor's `prev` alone, so it writes
+/// only the sentinel, never a node further on whose cache line is usually cold. A node is first
+/// exactly when its sentinel's `next` names it, and every other node's `prev` is exact. A cascade
+/// detaches its whole list and re-links each entry where it belongs, unlinking nothing.
 ///
 /// Each slot has a mark byte, set (one plain store) when an entry is put there; next_event()
 /// packs a level's marks into a 64-bit mask, so the next slot with work is a count of trailing
@@ -198,7 +199,8 @@ class timer_wheel_core : noncopyable {
   void cascade(unsigned level) noexcept;
   void cascade_overflow() noexcept;
   void run_current_slot() noexcept;
-  void run_one(index_type i) noexcept;
+  // Takes the first entry out of `list` and runs it.
+  void run_first(index_type list) noexcept;
 
   // The slab: capacity_ nodes and payloads, indexed alike; sentinels first, then entries. Nodes
   // from used_ on were never used. A payload's closure lives while its node is linked.
