@@ -20,11 +20,21 @@
 namespace cyan::event {
 namespace detail {
 
-/// True for a std::chrono::duration<Rep, Period> that counts a whole number of nanoseconds in
-/// an integer: the delays timer_wheel::post() takes.
+/// True for what timer_wheel::post() can call: no arguments, any result.
+template <typename F>
+concept wheel_callable = std::is_invocable_v<std::add_lvalue_reference_t<std::decay_t<F>>>;
+
+template <typename D>
+inline constexpr bool is_chrono_duration = false;
 template <typename Rep, typename Period>
-concept whole_nanoseconds = std::is_integral_v<Rep> && !std::is_same_v<Rep, bool> &&
-                            std::ratio_divide<Period, std::nano>::den == 1;
+inline constexpr bool is_chrono_duration<std::chrono::duration<Rep, Period>> = true;
+
+/// True for a std::chrono::duration that counts a whole number of nanoseconds in an integer: the
+/// delays timer_wheel::post() takes.
+template <typename D>
+concept whole_nanoseconds = is_chrono_duration<D> && std::is_integral_v<typename D::rep> &&
+                            !std::is_same_v<typename D::rep, bool> &&
+                            std::ratio_divide<typename D::period, std::nano>::den == 1;
 
 /// `count` clamped to [0, max]; `max` < 2^63.
 template <typename Rep>
@@ -106,9 +116,8 @@ class timer_wheel : noncopyable {
   /// division. Throws std::invalid_argument when `f` is empty (null, an empty function
   /// object), std::bad_alloc when the wheel cannot grow or a large closure cannot be boxed, and
   /// what moving `f` throws (nothing is added then).
-  template <typename F, typename Rep, typename Period>
-  requires std::is_invocable_v<std::decay_t<F>&> && detail::whole_nanoseconds<Rep, Period>
-  id post(F&& f, std::chrono::duration<Rep, Period> delay) {
+  template <detail::wheel_callable F, detail::whole_nanoseconds D>
+  id post(F&& f, D delay) {
     const tick_type due = due_for(delay);
     const id entry{ core_.insert(due, std::forward<F>(f)) };
     // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
@@ -171,10 +180,10 @@ class timer_wheel : noncopyable {
   // nothing runs early (the core moves a due tick not after its now() to now() + 1); first
   // brings an empty core up to date. Delays are clamped to [0, kMaxDelay], so that due ticks
   // stay far from overflow.
-  template <typename Rep, typename Period>
-  [[nodiscard]] tick_type due_for(std::chrono::duration<Rep, Period> delay) {
+  template <detail::whole_nanoseconds D>
+  [[nodiscard]] tick_type due_for(D delay) {
     assert_loop_thread();
-    constexpr std::uint64_t unit_ns = std::ratio_divide<Period, std::nano>::num;
+    constexpr std::uint64_t unit_ns = std::ratio_divide<typename D::period, std::nano>::num;
     constexpr auto max_delay = static_cast<std::uint64_t>(kMaxDelay.count());
     // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
     const std::uint64_t units =

@@ -67,6 +67,7 @@ class timer_wheel_core : noncopyable {
   static constexpr tick_type kNever = ~tick_type{ 0 };
   static constexpr unsigned kMaxLevels = 8;
   static constexpr unsigned kMaxSlotBits = 6;  // a level's occupancy is one 64-bit mask
+  static constexpr std::size_t kMaxSentinels = std::size_t{ kMaxLevels } << kMaxSlotBits;
 
   /// `levels` in [1, kMaxLevels], `slot_bits` in [1, kMaxSlotBits] (so the levels span at most
   /// 2^48 ticks); throws std::invalid_argument otherwise, or when `on_error` is empty. The
@@ -220,7 +221,7 @@ class timer_wheel_core : noncopyable {
   // By sentinel index: 1 when the slot has had an entry put in it since it was last processed or
   // found empty (a mark without entries is one cancel() left). The overflow list's is never
   // read, which keeps link branch-free; 8 bytes of slack let level_marks() read whole words.
-  std::array<std::uint8_t, kMaxLevels * (1U << kMaxSlotBits) + 8> marked_{};
+  std::array<std::uint8_t, kMaxSentinels + 8> marked_{};
   std::array<placement, 64> placement_{};  // by the highest bit in which due and now differ
   error_handler on_error_;
   bool advancing_ = false;
