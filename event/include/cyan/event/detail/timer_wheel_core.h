@@ -181,7 +181,7 @@ class timer_wheel_core : noncopyable {
   void clear_occupied(index_type list) noexcept { marked_[list] = 0; }
   // Bit s: slot s of `level` is marked.
   [[nodiscard]] std::uint64_t level_marks(unsigned level) const noexcept;
-  // Takes node i out of its list (its slot's bit stays; see the class comment).
+  // Takes node i out of its list (its slot's mark stays; see the class comment).
   void unlink(index_type i) noexcept;
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
     return nodes_[list].next == list;
@@ -250,9 +250,7 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   node& entry = nodes_[i];
   const std::uint32_t stamp = entry.stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
   entry.stamp = stamp;
-  const placement& where = placement_for(due, now);
-  const auto slot = static_cast<index_type>(due >> where.shift) & where.mask;
-  const index_type list = where.base + slot;
+  const index_type list = list_for(due);
   link_back(list, i);
   mark_occupied(list);
   ++size_;
