@@ -21,10 +21,8 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   }
   slots_ = index_type{ 1 } << slot_bits;
   overflow_ = levels * slots_;
-  scratch_ = overflow_ + 1;
-  first_entry_ = scratch_ + 1;
+  first_entry_ = overflow_ + 1;
   grow(first_entry_);
-  used_ = first_entry_;
   for (index_type s = 0; s < first_entry_; ++s) {
     nodes_[s].prev = nodes_[s].next = s;
   }
@@ -40,7 +38,7 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
 timer_wheel_core::~timer_wheel_core() {
   // One at a time, through the public path, so that a callback's destructor that cancels or
   // inserts still finds the core consistent.
-  for (index_type i = first_entry_; i < used_; ++i) {
+  for (std::size_t i = first_entry_; i < capacity_; ++i) {
     if (is_live(nodes_[i])) {
       cancel(id_of(i));
     }
@@ -64,15 +62,24 @@ timer_wheel_core::id_type timer_wheel_core::insert(tick_type, std::nullptr_t) {
 void timer_wheel_core::grow(std::size_t capacity) {
   // Both arrays are allocated first (either may throw, leaving everything as it was), then the
   // nodes are copied and the live closures moved. Both are initialised, so that every page is
-  // touched now: first touching a fresh page costs far more than an insert.
+  // touched now: first touching a fresh page costs far more than an insert. The new entry nodes
+  // go on the free list ahead of the old free ones, in index order, so allocate() has one path.
   auto nodes = std::make_unique<node[]>(capacity);
   auto payloads = std::make_unique<payload[]>(capacity);
-  for (index_type i = 0; i < used_; ++i) {
+  for (std::size_t i = 0; i < capacity_; ++i) {
     nodes[i] = nodes_[i];
     if (i >= first_entry_ && is_live(nodes_[i])) {
       payloads[i].due = payloads_[i].due;
       wheel_relocate(payloads_[i].fn, payloads[i].fn);
     }
+  }
+  const std::size_t fresh = std::max<std::size_t>(capacity_, first_entry_);
+  if (fresh < capacity) {
+    for (std::size_t i = fresh; i + 1 < capacity; ++i) {
+      nodes[i].next = static_cast<index_type>(i + 1);
+    }
+    nodes[capacity - 1].next = free_head_;
+    free_head_ = static_cast<index_type>(fresh);
   }
   nodes_ = std::move(nodes);
   payloads_ = std::move(payloads);
@@ -140,7 +147,7 @@ timer_wheel_core::index_type timer_wheel_core::allocate_new() {
     throw std::bad_alloc();
   }
   grow(std::min(std::max<std::size_t>(capacity_ * 2, 64), kLimit));
-  return used_++;
+  return allocate();
 }
 
 void timer_wheel_core::destroy_callback(index_type i) noexcept {

@@ -160,7 +160,7 @@ class timer_wheel_core : noncopyable {
   static_assert(std::is_trivially_copyable_v<payload>);
 
   index_type allocate();
-  index_type allocate_new();  // allocate() when the free list is empty
+  index_type allocate_new();  // allocate() when the free list is empty: grows the slab
   void grow(std::size_t capacity);
   void destroy_callback(index_type i) noexcept;
   void push_free(index_type i) noexcept { nodes_[i].next = std::exchange(free_head_, i); }
@@ -203,11 +203,11 @@ class timer_wheel_core : noncopyable {
   // Takes the first entry out of `list` and runs it.
   void run_first(index_type list) noexcept;
 
-  // The slab: capacity_ nodes and payloads, indexed alike; sentinels first, then entries. Nodes
-  // from used_ on were never used. A payload's closure lives while its node is linked.
+  // The slab: capacity_ nodes and payloads, indexed alike; sentinels first, then entries. Every
+  // entry node not linked is on the free list (never used ones too, threaded in index order by
+  // grow()). A payload's closure lives while its node is linked.
   std::unique_ptr<node[]> nodes_;
   std::unique_ptr<payload[]> payloads_;
-  index_type used_ = 0;
   std::size_t capacity_ = 0;
   index_type free_head_ = kNone;
   tick_type now_ = 0;
@@ -216,7 +216,6 @@ class timer_wheel_core : noncopyable {
   unsigned slot_bits_;
   index_type slots_;        // per level
   index_type overflow_;     // sentinel of the overflow list
-  index_type scratch_;      // a node unlink() writes to instead of branching (never an entry)
   index_type first_entry_;  // first non-sentinel index
   // By sentinel index: 1 when the slot has had an entry put in it since it was last processed or
   // found empty (a mark without entries is one cancel() left). The overflow list's is never
@@ -231,15 +230,12 @@ class timer_wheel_core : noncopyable {
 // The insert and cancel paths, inline: they run once per timer_wheel post and cancel.
 
 inline timer_wheel_core::index_type timer_wheel_core::allocate() {
-  if (free_head_ != kNone) {
-    const index_type i = free_head_;
-    free_head_ = nodes_[i].next;
-    return i;
+  const index_type i = free_head_;
+  if (i == kNone) [[unlikely]] {
+    return allocate_new();
   }
-  if (used_ < capacity_) {  // never used yet: taken in index order
-    return used_++;
-  }
-  return allocate_new();
+  free_head_ = nodes_[i].next;
+  return i;
 }
 
 inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_type due,
@@ -298,15 +294,19 @@ inline void timer_wheel_core::link_back(index_type list, index_type i) noexcept 
 
 inline void timer_wheel_core::unlink(index_type i) noexcept {
   const node& entry = nodes_[i];
-  const index_type list = entry.list;
   const index_type next = entry.next;
-  // The first node's prev may be stale: its predecessor is the sentinel, and its successor's
-  // prev is left as it is (that node is first now). Without branches: the successor's write
-  // goes to the scratch node then, unless the successor is the sentinel (the list's tail).
-  const bool first = nodes_[list].next == i;
-  const index_type prev = first ? list : entry.prev;
-  nodes_[prev].next = next;
-  nodes_[first && next != list ? scratch_ : next].prev = prev;
+  node& head = nodes_[entry.list];
+  if (head.next == i) {
+    // The first node's prev may be stale, and its successor's prev is left as it is (that node
+    // is first now), unless the list is empty now.
+    head.next = next;
+    if (next == entry.list) {
+      head.prev = next;
+    }
+  } else {
+    nodes_[entry.prev].next = next;
+    nodes_[next].prev = entry.prev;
+  }
 }
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
