@@ -162,7 +162,7 @@ void timer_wheel_core::release(index_type i) noexcept {
 
 void timer_wheel_core::place(index_type i) noexcept {
   const index_type list = list_for(payloads_[i].due);
-  link_back(list, i);
+  link_back(list, i, nodes_[i].stamp);
   mark_occupied(list);
 }
 
@@ -199,7 +199,7 @@ void timer_wheel_core::cascade_overflow() noexcept {
     const index_type list = list_for(payloads_[i].due);
     if (list != overflow_) {
       unlink(i);
-      link_back(list, i);
+      link_back(list, i, nodes_[i].stamp);
       mark_occupied(list);
     }
     i = next;

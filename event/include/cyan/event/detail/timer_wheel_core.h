@@ -175,8 +175,8 @@ class timer_wheel_core : noncopyable {
     return id_type{ nodes_[i].stamp >> 1 } << 32 | i;
   }
   void free_node(index_type i) noexcept;
-  // Appends node i to `list` (the caller marks the slot occupied).
-  void link_back(index_type list, index_type i) noexcept;
+  // Appends node i to `list`, stamping it `stamp` (the caller marks the slot occupied).
+  void link_back(index_type list, index_type i, std::uint32_t stamp) noexcept;
   void mark_occupied(index_type list) noexcept { marked_[list] = 1; }
   void clear_occupied(index_type list) noexcept { marked_[list] = 0; }
   // Bit s: slot s of `level` is marked.
@@ -186,7 +186,9 @@ class timer_wheel_core : noncopyable {
   [[nodiscard]] bool list_empty(index_type list) const noexcept {
     return nodes_[list].next == list;
   }
-  [[nodiscard]] index_type list_for(tick_type due) const noexcept;
+  // The list for an entry due at `due` when the current tick is `now` (default: now()).
+  [[nodiscard]] index_type list_for(tick_type due, tick_type now) const noexcept;
+  [[nodiscard]] index_type list_for(tick_type due) const noexcept { return list_for(due, now_); }
   [[nodiscard]] const placement& placement_for(tick_type due, tick_type now) const noexcept {
     // | 1: equal ticks (no differing bit) and ticks differing in bit 0 both mean level 0, and a
     // non-zero operand needs no zero check; 63 ^ countl_zero is the highest set bit's index.
@@ -243,11 +245,9 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   const tick_type now = now_;
   due = due > now ? due : now + 1;
   payloads_[i].due = due;
-  node& entry = nodes_[i];
-  const std::uint32_t stamp = entry.stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
-  entry.stamp = stamp;
-  const index_type list = list_for(due);
-  link_back(list, i);
+  const std::uint32_t stamp = nodes_[i].stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
+  const index_type list = list_for(due, now);
+  link_back(list, i, stamp);
   mark_occupied(list);
   ++size_;
   return id_type{ stamp >> 1 } << 32 | i;
@@ -282,14 +282,13 @@ inline void timer_wheel_core::free_node(index_type i) noexcept {
   push_free(i);
 }
 
-inline void timer_wheel_core::link_back(index_type list, index_type i) noexcept {
-  node& entry = nodes_[i];
-  node& head = nodes_[list];
-  entry.prev = head.prev;
-  entry.next = list;
-  entry.list = list;
-  nodes_[head.prev].next = i;
-  head.prev = i;
+inline void timer_wheel_core::link_back(index_type list, index_type i,
+                                        std::uint32_t stamp) noexcept {
+  node* const nodes = nodes_.get();
+  const index_type tail = nodes[list].prev;
+  nodes[i] = node{ tail, list, stamp, list };  // the sentinel is its next
+  nodes[tail].next = i;
+  nodes[list].prev = i;
 }
 
 inline void timer_wheel_core::unlink(index_type i) noexcept {
@@ -309,8 +308,9 @@ inline void timer_wheel_core::unlink(index_type i) noexcept {
   }
 }
 
-inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due) const noexcept {
-  const placement& where = placement_for(due, now_);
+inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due,
+                                                               tick_type now) const noexcept {
+  const placement& where = placement_for(due, now);
   return where.base + (static_cast<index_type>(due >> where.shift) & where.mask);
 }
 
