@@ -26,13 +26,13 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   for (index_type s = 0; s < first_entry_; ++s) {
     nodes_[s].prev = nodes_[s].next = s;
   }
-  for (unsigned highest = 0; highest < placement_.size(); ++highest) {
-    const unsigned level = std::min(highest / slot_bits, levels);
-    placement_[highest] =
-        level < levels ? placement{ static_cast<std::uint16_t>(level * slots_),
-                                    static_cast<std::uint16_t>(slots_ - 1), level * slot_bits }
-                       : placement{ static_cast<std::uint16_t>(overflow_), 0, 0 };
+  for (unsigned level = 0; level < levels; ++level) {
+    placement_[level] = placement{ static_cast<std::uint16_t>(level * slots_),
+                                   static_cast<std::uint16_t>(slots_ - 1), level * slot_bits };
+    level_max_[level] = (tick_type{ 1 } << ((level + 1) * slot_bits)) - 1;
   }
+  placement_[levels] = placement{ static_cast<std::uint16_t>(overflow_), 0, 0 };
+  level_max_[levels] = kNever;  // where the loop in list_for() stops
 }
 
 timer_wheel_core::~timer_wheel_core() {

@@ -151,7 +151,7 @@ class timer_wheel_core : noncopyable {
     wheel_callback_slot fn;
   };
   static_assert(sizeof(node) == 16 && sizeof(payload) == 32);
-  // Where list_for() puts an entry, by the highest digit where due and now differ.
+  // Where list_for() puts an entry, by the level of the highest digit where due and now differ.
   struct placement {
     std::uint16_t base;   // the level's first sentinel (the overflow list's)
     std::uint16_t mask;   // slots - 1 (0 for the overflow list)
@@ -175,6 +175,10 @@ class timer_wheel_core : noncopyable {
     return id_type{ nodes_[i].stamp >> 1 } << 32 | i;
   }
   void free_node(index_type i) noexcept;
+  // now + 1, out of line (see link_new).
+  [[gnu::cold, gnu::noinline]] static tick_type next_tick(tick_type now) noexcept {
+    return now + 1;
+  }
   // Appends node i to `list`, stamping it `stamp` (the caller marks the slot occupied).
   void link_back(index_type list, index_type i, std::uint32_t stamp) noexcept;
   void mark_occupied(index_type list) noexcept { marked_[list] = 1; }
@@ -189,11 +193,6 @@ class timer_wheel_core : noncopyable {
   // The list for an entry due at `due` when the current tick is `now` (default: now()).
   [[nodiscard]] index_type list_for(tick_type due, tick_type now) const noexcept;
   [[nodiscard]] index_type list_for(tick_type due) const noexcept { return list_for(due, now_); }
-  [[nodiscard]] const placement& placement_for(tick_type due, tick_type now) const noexcept {
-    // | 1: equal ticks (no differing bit) and ticks differing in bit 0 both mean level 0, and a
-    // non-zero operand needs no zero check; 63 ^ countl_zero is the highest set bit's index.
-    return placement_[63 ^ std::countl_zero((due ^ now) | 1)];
-  }
   void place(index_type i) noexcept;
   [[nodiscard]] index_type current_slot() const noexcept {
     return static_cast<index_type>(now_ & (slots_ - 1));
@@ -223,7 +222,10 @@ class timer_wheel_core : noncopyable {
   // found empty (a mark without entries is one cancel() left). The overflow list's is never
   // read, which keeps link branch-free; 8 bytes of slack let level_marks() read whole words.
   std::array<std::uint8_t, kMaxSentinels + 8> marked_{};
-  std::array<placement, 64> placement_{};  // by the highest bit in which due and now differ
+  // By level (levels_: the overflow list). due ^ now is at most level_max_[k] exactly when the
+  // two differ in no digit above level k; level_max_[levels_] is kNever.
+  std::array<placement, kMaxLevels + 1> placement_{};
+  std::array<tick_type, kMaxLevels + 1> level_max_{};
   error_handler on_error_;
   bool advancing_ = false;
   bool interrupted_ = false;
@@ -243,7 +245,9 @@ inline timer_wheel_core::index_type timer_wheel_core::allocate() {
 inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_type due,
                                                             bool needs_destroy) noexcept {
   const tick_type now = now_;
-  due = due > now ? due : now + 1;
+  if (due <= now) [[unlikely]] {
+    due = next_tick(now);  // a call, so a predicted branch rather than a select on the way
+  }
   payloads_[i].due = due;
   const std::uint32_t stamp = nodes_[i].stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
   const index_type list = list_for(due, now);
@@ -310,7 +314,15 @@ inline void timer_wheel_core::unlink(index_type i) noexcept {
 
 inline timer_wheel_core::index_type timer_wheel_core::list_for(tick_type due,
                                                                tick_type now) const noexcept {
-  const placement& where = placement_for(due, now);
+  // The level is found by comparisons, which the branch predictor sees through (an entry's level
+  // usually repeats), rather than from the highest differing bit and a table lookup: the
+  // slot's address then waits only for the shift below, not for the level.
+  const tick_type differing = due ^ now;
+  unsigned level = 0;
+  while (differing > level_max_[level]) {
+    ++level;
+  }
+  const placement& where = placement_[level];
   return where.base + (static_cast<index_type>(due >> where.shift) & where.mask);
 }
 
