@@ -229,6 +229,7 @@ std::vector<event::backend> loop::recommended_backends() {
 
 void loop::invoke_pending() noexcept {
   now_ = clock::now();
+  round_time_ = now_;
   ev_invoke_pending(raw_);
   if (!queued_events_.empty()) {
     run_queued_events();

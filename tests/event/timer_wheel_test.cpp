@@ -86,6 +86,27 @@ TEST_F(TimerWheelTest, PostsOutsideTheLoopCountFromNowNotFromTheLoopsLastRound) 
   EXPECT_GE(ran - posted, 30ms) << "counted from the loop's stale time";
 }
 
+// The wheel caches a round's time for posts in milliseconds; leaving the round must drop it.
+TEST_F(TimerWheelTest, PostsOutsideTheLoopAfterARoundDoNotReuseThatRoundsTime) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  bool posted_in_round = false;
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {
+    wheel.post([] {}, 10s);  // caches this round, and keeps the wheel from emptying
+    posted_in_round = true;
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] { return posted_in_round; }));
+  std::this_thread::sleep_for(60ms);  // that round's time is stale now
+  const clock_type::time_point posted = clock_type::now();
+  clock_type::time_point ran{};
+  wheel.post([&] { ran = clock_type::now(); }, 30ms);
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - posted, 30ms) << "counted from the last round's time";
+  EXPECT_EQ(wheel.size(), 1u);
+}
+
 TEST_F(TimerWheelTest, PostsFromACallbackCountFromTheLoopsTimeLikeTimers) {
   timer_wheel wheel{ loop_ };
   wheel.start();

@@ -192,7 +192,7 @@ class timer_wheel : noncopyable {
       // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
       // resolution), as the resolution divides the unit whenever the round is cached.
       const loop& owner = *get_loop();
-      if (owner.in_round() && owner.now() == round_) [[likely]] {
+      if (owner.round_time() == round_) [[likely]] {  // in the cached round
         constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
         return round_ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
       }
@@ -218,7 +218,8 @@ class timer_wheel : noncopyable {
   // The loop's time in the round being cached and the first tick boundary at or after it: every
   // post in one round counts from the same time. Cached only while the resolution divides 1 ms
   // and the core is up to date (disarm(), which runs whenever the wheel empties, drops it).
-  static constexpr loop::clock::time_point kNoRound{ loop::clock::duration::min() };
+  // Never a round's time, nor loop::kNotInRound.
+  static constexpr loop::clock::time_point kNoRound = loop::clock::time_point::max();
   loop::clock::time_point round_ = kNoRound;
   tick_type round_ceiling_ = 0;
   detail::timer_wheel_core core_;
