@@ -163,7 +163,6 @@ void timer_wheel_core::release(index_type i) noexcept {
 void timer_wheel_core::place(index_type i) noexcept {
   const index_type list = list_for(payloads_[i].due);
   link_back(list, i, nodes_[i].stamp);
-  mark_occupied(list);
 }
 
 void timer_wheel_core::process_tick() noexcept {
@@ -200,7 +199,6 @@ void timer_wheel_core::cascade_overflow() noexcept {
     if (list != overflow_) {
       unlink(i);
       link_back(list, i, nodes_[i].stamp);
-      mark_occupied(list);
     }
     i = next;
   }

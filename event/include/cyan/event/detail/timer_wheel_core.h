@@ -178,7 +178,7 @@ class timer_wheel_core : noncopyable {
   [[gnu::cold, gnu::noinline]] static tick_type next_tick(tick_type now) noexcept {
     return now + 1;
   }
-  // Appends node i to `list`, stamping it `stamp` (the caller marks the slot occupied).
+  // Appends node i to `list`, stamping it `stamp`, and marks the slot.
   void link_back(index_type list, index_type i, std::uint32_t stamp) noexcept;
   void mark_occupied(index_type list) noexcept { marked_[list] = 1; }
   void clear_occupied(index_type list) noexcept { marked_[list] = 0; }
@@ -251,7 +251,6 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   const std::uint32_t stamp = nodes_[i].stamp | kLive | (needs_destroy ? kNeedsDestroy : 0);
   const index_type list = list_for(due, now);
   link_back(list, i, stamp);
-  mark_occupied(list);
   ++size_;
   return id_type{ stamp >> 1 } << 32 | i;
 }
@@ -292,6 +291,7 @@ inline void timer_wheel_core::link_back(index_type list, index_type i,
   nodes[i] = node{ tail, list, stamp, list };  // the sentinel is its next
   nodes[tail].next = i;
   nodes[list].prev = i;
+  mark_occupied(list);
 }
 
 inline void timer_wheel_core::unlink(index_type i) noexcept {
