@@ -1,7 +1,8 @@
 #pragma once
 
 // The machinery behind thread_pool: the shared task queue, the workers (handler_threads whose
-// idle_hook takes tasks from that queue), the sleep/wake handshake and the stop protocol.
+// idle_hook takes tasks from that queue), the timer thread that holds delayed tasks until they
+// are due, the sleep/wake handshake and the stop protocol.
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cyan/common/cache_line.h"
@@ -48,8 +50,25 @@ class pool_core : noncopyable {
 
     pool_core* core = nullptr;
     // Set by the worker when it found no work and may sleep; cleared by whoever claims it:
-    // the worker itself when it finds work again, or a producer that then wakes it.
+    // the worker itself when it looks for work again, or a producer that then wakes it. A
+    // worker whose flag was cleared by a producer does not sleep before it looked again.
     std::atomic<bool> idle{ false };
+  };
+
+  // A delayed task on the timer thread; once due it goes to the shared queue. Counted in
+  // delayed_pending_ from post_after() until it is queued or destroyed unrun.
+  class delayed_task {
+   public:
+    delayed_task(pool_core& core, task&& t) noexcept : core_(&core), task_(std::move(t)) {}
+    delayed_task(delayed_task&& other) noexcept
+        : core_(std::exchange(other.core_, nullptr)), task_(std::move(other.task_)) {}
+    delayed_task& operator=(delayed_task&&) = delete;
+    ~delayed_task();
+    void operator()();
+
+   private:
+    pool_core* core_;
+    task task_;
   };
 
   std::size_t run_batch(worker_state& self) noexcept;
@@ -60,6 +79,7 @@ class pool_core : noncopyable {
   void wake_one() noexcept;
   void post_handed_over(task&& step);
   void leave_serial_post() noexcept;
+  void leave_delayed() noexcept;
   void try_finish() noexcept;
   static void on_tracker_released(void* self) noexcept;
   void report(std::exception_ptr error) noexcept;
@@ -70,9 +90,10 @@ class pool_core : noncopyable {
   cache_padded<std::atomic<std::uint32_t>> serial_posting_;
   // Workers marked idle (see "Sleep" in thread_pool.cpp).
   cache_padded<std::atomic<std::uint32_t>> sleepers_;
+  // Delayed tasks accepted and neither queued nor destroyed yet (see "Stop").
+  cache_padded<std::atomic<std::uint64_t>> delayed_pending_;
   std::atomic<bool> discarding_{ false };
   std::atomic<bool> finished_{ false };  // the workers were told to stop
-  std::atomic<std::size_t> next_delayed_{ 0 };
 
   std::mutex error_mutex_;
   std::function<void(std::exception_ptr)> on_error_;  // guarded by error_mutex_
@@ -80,6 +101,9 @@ class pool_core : noncopyable {
   // The hooks outlive the workers that call them.
   std::unique_ptr<worker_state[]> states_;
   std::vector<std::unique_ptr<handler_thread>> workers_;
+  // Holds delayed tasks until they are due. Its own thread, because a worker's timers wait
+  // while the worker runs a long task.
+  std::unique_ptr<handler_thread> timer_thread_;
   // Last: destroyed first, it waits until no token still holds a task for this pool (and its
   // on_released call, which runs try_finish(), has returned).
   serial_tracker tracker_{ &on_tracker_released, this };

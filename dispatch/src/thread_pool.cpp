@@ -10,26 +10,47 @@
 
 #include "pool_core.h"
 
-// Sleep. A worker that finds the queue empty spins for kSpin, then marks itself idle (flag,
-// then sleepers_ += 1, both seq_cst) and returns to its handler_thread, which announces its
-// sleep and asks has_work() (the queue, seq_cst) once more before blocking. A producer pushes
-// (a seq_cst claim) and then loads sleepers_ (seq_cst); if it is non-zero it claims one idle
-// flag and calls wake_if_sleeping() on that worker. These four accesses are totally ordered:
-// either the producer's load sees the increment (and the flag, set before it), or the worker's
-// later has_work() sees the pushed task. A worker woken by another producer re-reads the queue
-// after that producer's wake, and goes back to sleep only through a new increment, so the
-// argument repeats. Busy workers are not marked, so a post then costs no wake-up at all.
+// A worker's round. A pool worker is a handler_thread whose idle_hook is its worker_state; its
+// round (see handler_thread_runtime.cpp) calls run_elsewhere() when its own inbox is empty:
+//   1. reclaim:    clear its own idle flag, if a producer has not already;
+//   2. run_batch:  take tasks from the shared queue one at a time (a task a worker has taken is
+//                  one it runs next: nothing queued is ever held back from an idle worker), at
+//                  most kBatch before it looks at its inbox and loop again;
+//   3. spin:       when the queue is empty, look at it for up to kSpin;
+//   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
+//                  handler_thread, which sleeps unless has_work() says otherwise.
+//
+// Sleep. mark_idle() sets the flag, then sleepers_ += 1 (both seq_cst); the handler_thread
+// announces its sleep (a seq_cst RMW of its inbox state) and asks has_work(), which loads the
+// flag and the queue (seq_cst), before blocking. A producer pushes (a seq_cst claim), then loads
+// sleepers_ (seq_cst); if it is non-zero it claims one idle flag (seq_cst exchange) and calls
+// wake_if_sleeping() on that worker (a seq_cst RMW, then a seq_cst load of the inbox state).
+// All in one total order, so for each producer and each worker that marked itself idle:
+// either the producer's load of sleepers_ misses the increment, and then the worker's later
+// has_work() sees the pushed task; or the producer sees it and claims a flag, and then either
+// the worker's has_work() sees its flag cleared (it looks again instead of sleeping), or the
+// producer's load sees the announcement and wakes it. A producer that finds no flag to claim
+// raced with workers that cleared theirs: each of them is looking at the queue. So no wake-up
+// is lost and no worker sleeps while a task it could run is queued; busy workers are not
+// marked, so a post to a busy pool costs no wake-up at all.
+//
+// Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
+// thread pushes it onto the shared queue like a post, so any free worker runs it.
 //
 // Stop. stop() seals the queue: a user post's claim either precedes the seal (the task is
 // queued and will run, or be cancelled by discard) or is refused, and the post throws. Token
 // posts are counted in serial_posting_ from before their check of the seal to the end of their
-// submit, and the tasks they park behind another executor's task are counted by tracker_. The
-// pool is drained when, read in this order, serial_posting_ == 0, tracker_ is released and the
-// queue is empty; then close_if_empty() closes it (atomically with the emptiness check, so a
-// token hand-over, the one push allowed after the seal, is either queued first or refused) and
-// the workers are told to stop, once. Whoever may change one of those conditions calls
-// try_finish(): stop() itself, a worker that found the queue empty, a token post as it leaves,
-// and the tracker when it is released (a hand-over releases it only after its push).
+// submit, and the tasks they park behind another executor's task are counted by tracker_;
+// delayed posts are counted in delayed_pending_ from before their check of the seal until the
+// timer thread has queued them or destroyed them unrun (stop() stops the timer thread: in
+// drain it queues what is due and destroys the rest). The pool is drained when, read in this
+// order, serial_posting_ == 0, delayed_pending_ == 0, tracker_ is released and the queue is
+// empty; then close_if_empty() closes it (atomically with the emptiness check, so a token
+// hand-over or a due delayed task, the pushes allowed after the seal, is either queued first or
+// refused) and the workers are told to stop, once. Whoever may change one of those conditions
+// calls try_finish(): stop() itself, a worker that found the queue empty, a token post or a
+// delayed task as it leaves, and the tracker when it is released (a hand-over releases it only
+// after its push).
 
 namespace cyan::dispatch {
 namespace detail {
@@ -38,9 +59,6 @@ namespace {
 // Tasks a worker runs from the shared queue before it looks at its own inbox (and its loop's
 // timers) again.
 constexpr std::size_t kBatch = 64;
-// Tasks a worker claims from the queue at once: fewer claims (CASes on the shared head) per
-// task, while a long queue lasts; the queue itself hands out less when little is left.
-constexpr std::size_t kClaim = 8;
 // How long an idle worker keeps looking at the queue before it may sleep: long enough to
 // bridge the gaps of a producer posting a stream, short enough to give the CPU back soon.
 constexpr std::chrono::microseconds kSpin{ 50 };
@@ -76,6 +94,10 @@ pool_core::pool_core(std::size_t threads, thread_pool_options opts)
       worker_options.idle_hook = &states_[i];
       workers_.push_back(std::make_unique<handler_thread>(std::move(worker_options)));
     }
+    handler_thread_options timer_options;
+    timer_options.name = opts.name + "-timer";
+    timer_options.spin_before_sleep = std::chrono::nanoseconds::zero();  // it only waits
+    timer_thread_ = std::make_unique<handler_thread>(std::move(timer_options));
   } catch (...) {
     stop(stop_mode::drain);
     join();
@@ -98,15 +120,40 @@ void pool_core::post(task&& t) {
 }
 
 void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
+  delayed_pending_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop"
   if (queue_.sealed()) {
+    leave_delayed();
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
-  // The worker whose timer fires runs the task; its handler_thread cancels it if the pool
-  // stops first. Spread over the workers round-robin.
-  // relaxed: only picks a worker.
-  handler_thread& worker =
-      *workers_[next_delayed_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
-  worker.post([this, t = std::move(t)]() mutable { run_one(t); }, delay);
+  // From here the count belongs to the delayed_task, which leaves when it is queued or
+  // destroyed unrun (also when this post throws: the timer thread stopped meanwhile).
+  timer_thread_->post(delayed_task(*this, std::move(t)), delay);
+}
+
+pool_core::delayed_task::~delayed_task() {
+  if (core_ != nullptr) {
+    task_ = nullptr;  // not due before the stop: cancelled (an awaitable reports it)
+    core_->leave_delayed();
+  }
+}
+
+// Due: queued like a token hand-over (accepted while draining, refused only once closed, which
+// cannot happen while this task is counted in delayed_pending_). On the timer thread.
+void pool_core::delayed_task::operator()() {
+  pool_core* core = std::exchange(core_, nullptr);
+  try {
+    core->post_handed_over(std::move(task_));
+  } catch (...) {  // std::bad_alloc from the queue: the task is dropped, and says so
+    task_ = nullptr;
+    core->report(std::current_exception());
+  }
+  core->leave_delayed();
+}
+
+void pool_core::leave_delayed() noexcept {
+  if (delayed_pending_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+    try_finish();
+  }
 }
 
 void pool_core::post_serial(const serial_token& token, task&& t) {
@@ -148,23 +195,19 @@ std::size_t pool_core::worker_state::run_elsewhere(handler_thread&) noexcept {
 }
 
 bool pool_core::worker_state::has_work(handler_thread&) noexcept {
-  return !core->queue_.empty();
+  // seq_cst: see "Sleep". A flag cleared by a producer means "look again".
+  return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty();
 }
 
+// Steps 1-4 of a worker's round (see "A worker's round").
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
   reclaim(self);
-  task claimed[kClaim];
+  task next;
   std::size_t ran = 0;
   do {
-    while (ran < kBatch) {
-      const std::size_t count = queue_.try_pop_many(claimed, kClaim);
-      if (count == 0) {
-        break;
-      }
-      for (std::size_t i = 0; i < count; ++i) {
-        run_one(claimed[i]);
-      }
-      ran += count;
+    while (ran < kBatch && queue_.try_pop(next)) {
+      run_one(next);
+      ++ran;
     }
   } while (ran == 0 && spin_for_work());
   if (ran == 0) {
@@ -216,7 +259,7 @@ void pool_core::mark_idle(worker_state& self) noexcept {
 void pool_core::reclaim(worker_state& self) noexcept {
   // relaxed load: a hint; the exchange decides who clears the flag and drops sleepers_.
   if (self.idle.load(std::memory_order_relaxed) &&
-      self.idle.exchange(false, std::memory_order_acq_rel)) {
+      self.idle.exchange(false, std::memory_order_seq_cst)) {
     sleepers_.value.fetch_sub(1, std::memory_order_relaxed);  // a count only: see "Sleep"
   }
 }
@@ -227,9 +270,11 @@ void pool_core::wake_one() noexcept {
   }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     worker_state& state = states_[i];
-    // acq_rel: pairs with the seq_cst store in mark_idle(); one claimer per idle period.
+    // relaxed load: a hint (the seq_cst load of sleepers_ above acquired the flag's store). The
+    // seq_cst exchange decides: one claimer per idle period, and it is ordered before the
+    // worker's has_work() or before the wake's look at the worker's sleep (see "Sleep").
     if (state.idle.load(std::memory_order_relaxed) &&
-        state.idle.exchange(false, std::memory_order_acq_rel)) {
+        state.idle.exchange(false, std::memory_order_seq_cst)) {
       sleepers_.value.fetch_sub(1, std::memory_order_relaxed);  // a count only
       wake_if_sleeping(*workers_[i]);
       return;
@@ -245,13 +290,9 @@ void pool_core::stop(stop_mode mode) noexcept {
   }
   queue_.seal();
   tracker_.stopping();
-  if (finished_.load(std::memory_order_seq_cst)) {
-    if (mode == stop_mode::discard) {  // the workers may still hold delayed tasks
-      for (auto& worker : workers_) {
-        worker->stop(stop_mode::discard);
-      }
-    }
-    return;
+  // Drain: due delayed tasks are queued, the rest destroyed unrun; discard: all destroyed.
+  if (timer_thread_) {  // null only while a failed constructor cleans up
+    timer_thread_->stop(mode);
   }
   try_finish();
 }
@@ -261,7 +302,8 @@ void pool_core::try_finish() noexcept {
     return;
   }
   // In this order (see "Stop").
-  if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 || !tracker_.released() ||
+  if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 ||
+      delayed_pending_.value.load(std::memory_order_seq_cst) != 0 || !tracker_.released() ||
       !queue_.close_if_empty()) {
     return;
   }
@@ -286,6 +328,9 @@ void pool_core::join() {
   }
   for (auto& worker : workers_) {
     worker->join();
+  }
+  if (timer_thread_) {
+    timer_thread_->join();
   }
 }
 

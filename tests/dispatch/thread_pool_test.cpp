@@ -325,6 +325,114 @@ TEST(thread_pool, posting_allocates_nothing_for_a_small_closure_and_once_for_an_
   EXPECT_EQ(ran.load(), 4000 + 200 * 6);
 }
 
+// Waits until `count` reaches `target`, for at most 5 s; returns whether it did.
+bool reaches(const std::atomic<std::size_t>& count, std::size_t target) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (count.load() < target) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Work conservation: N tasks posted to an idle pool(N) run at the same time, one per worker.
+TEST(thread_pool, n_long_tasks_on_an_idle_pool_run_on_n_distinct_workers) {
+  constexpr std::size_t kWorkers = 4;
+  thread_pool pool(kWorkers);
+  pool.post_awaitable([] {}).get();
+  std::atomic<std::size_t> entered{ 0 };
+  std::latch release(1);
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::vector<future<void>> tasks;
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    tasks.push_back(pool.post_awaitable([&] {
+      {
+        const std::lock_guard lock(mutex);
+        ids.insert(std::this_thread::get_id());
+      }
+      entered.fetch_add(1);
+      release.wait();
+    }));
+  }
+  const bool all_running = reaches(entered, kWorkers);
+  release.count_down();
+  for (auto& task : tasks) {
+    task.get();
+  }
+  EXPECT_TRUE(all_running) << entered.load() << " of " << kWorkers << " tasks running at once";
+  EXPECT_EQ(ids.size(), kWorkers);
+}
+
+// With N-1 workers blocked, the free worker runs every other task: none waits behind a blocked
+// worker (a worker must not hold queued tasks it has not started). The blockers and the tasks
+// are posted together, so any worker may be the free one.
+TEST(thread_pool, a_free_worker_runs_every_task_while_the_others_are_blocked) {
+  constexpr std::size_t kWorkers = 4;
+  constexpr int kTasks = 16;
+  thread_pool pool(kWorkers);
+  std::atomic<std::size_t> entered{ 0 };
+  std::latch release(1);
+  std::vector<future<void>> blockers;
+  std::vector<future<std::thread::id>> tasks;
+  for (std::size_t i = 0; i + 1 < kWorkers; ++i) {
+    blockers.push_back(pool.post_awaitable([&] {
+      entered.fetch_add(1);
+      release.wait();
+    }));
+    for (int j = 0; j < kTasks / static_cast<int>(kWorkers - 1) + 1 && tasks.size() < kTasks; ++j) {
+      tasks.push_back(pool.post_awaitable([] { return std::this_thread::get_id(); }));
+    }
+  }
+  const bool blocked = reaches(entered, kWorkers - 1);
+  int done_while_blocked = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  for (auto& task : tasks) {
+    done_while_blocked += task.wait_until(deadline) == std::future_status::ready ? 1 : 0;
+  }
+  release.count_down();
+  for (auto& task : tasks) {
+    task.get();
+  }
+  for (auto& blocker : blockers) {
+    blocker.get();
+  }
+  EXPECT_TRUE(blocked) << entered.load() << " of " << kWorkers - 1 << " blockers started";
+  EXPECT_EQ(done_while_blocked, kTasks);
+}
+
+// A delayed task, once due, runs on whichever worker is free, not on one picked at post time.
+TEST(thread_pool, due_delayed_tasks_run_on_a_free_worker) {
+  constexpr std::size_t kWorkers = 2;
+  constexpr int kTasks = 8;
+  thread_pool pool(kWorkers);
+  std::atomic<std::size_t> entered{ 0 };
+  std::latch release(1);
+  auto blocker = pool.post_awaitable([&] {
+    entered.fetch_add(1);
+    release.wait();
+  });
+  const bool blocked = reaches(entered, 1);
+  std::vector<future<int>> delayed;
+  for (int i = 0; i < kTasks; ++i) {
+    delayed.push_back(pool.post_awaitable([i] { return i; }, 5ms));
+  }
+  int done_while_blocked = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  for (auto& task : delayed) {
+    done_while_blocked += task.wait_until(deadline) == std::future_status::ready ? 1 : 0;
+  }
+  release.count_down();
+  blocker.get();
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(delayed[i].get(), i);
+  }
+  EXPECT_TRUE(blocked);
+  EXPECT_EQ(done_while_blocked, kTasks);
+}
+
 TEST(thread_pool, rejects_zero_threads) {
   EXPECT_THROW(thread_pool(0), std::invalid_argument);
 }
