@@ -296,7 +296,8 @@ bool run_dispatch(boost::asio::thread_pool& pool, const workload& w) {
   add_arms(s, pool, w, report);
   const bool ok = s.run();
   report.print(w);
-  s.goal("cyan async_awaitable", "asio thread_pool + packaged_task", 4.0);
+  s.goal("cyan async_awaitable", "asio thread_pool + packaged_task", 8.0);
+  s.goal_spread("cyan async_awaitable", 2.0);
   s.goal("cyan async_awaitable", "std::async", 50.0);
   s.goal_at_most("cyan async", "OpenMP dynamic,1", 2.0);
   return ok;

@@ -72,10 +72,13 @@ class pool_core : noncopyable {
   };
 
   std::size_t run_batch(worker_state& self) noexcept;
+  std::size_t run_available() noexcept;
   void run_one(task& t) noexcept;
-  [[nodiscard]] bool spin_for_work() const noexcept;
+  [[nodiscard]] bool spin_for_work() noexcept;
+  [[nodiscard]] bool poll_queue() const noexcept;
   void mark_idle(worker_state& self) noexcept;
   void reclaim(worker_state& self) noexcept;
+  void wake_unless_spinning() noexcept;
   void wake_one() noexcept;
   void post_handed_over(task&& step);
   void leave_serial_post() noexcept;
@@ -90,6 +93,9 @@ class pool_core : noncopyable {
   cache_padded<std::atomic<std::uint32_t>> serial_posting_;
   // Workers marked idle (see "Sleep" in thread_pool.cpp).
   cache_padded<std::atomic<std::uint32_t>> sleepers_;
+  // Workers polling the empty queue (see "Spinning" in thread_pool.cpp), at most max_spinners_.
+  cache_padded<std::atomic<std::uint32_t>> spinners_;
+  std::uint32_t max_spinners_ = 1;
   // Delayed tasks accepted and neither queued nor destroyed yet (see "Stop").
   cache_padded<std::atomic<std::uint64_t>> delayed_pending_;
   std::atomic<bool> discarding_{ false };

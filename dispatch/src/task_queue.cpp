@@ -130,14 +130,7 @@ bool task_queue::close_if_empty() noexcept {
   }
 }
 
-bool task_queue::try_pop(task& out) noexcept {
-  return try_pop_many(&out, 1) == 1;
-}
-
-std::size_t task_queue::try_pop_many(task* out, std::size_t max) noexcept {
-  if (max == 0) {
-    return 0;
-  }
+bool task_queue::try_pop(task& out, bool* more) noexcept {
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);
@@ -149,64 +142,62 @@ std::size_t task_queue::try_pop_many(task* out, std::size_t max) noexcept {
       current = head_.value.current.load(std::memory_order_acquire);
       continue;
     }
-    std::size_t count = std::min(max, kBlockSlots - offset);  // never past this block
     std::size_t has_next = head & kHasNext;
+    bool left_behind = true;
     if (has_next == 0) {
       // seq_cst: see empty().
       const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
       const std::size_t available = (tail >> kShift) - (head >> kShift);
       if (available == 0) {
-        return 0;
+        return false;
       }
       if ((head >> kShift) / kLap != (tail >> kShift) / kLap) {
         has_next = kHasNext;
-      } else {  // few left: take at most half, so that other consumers get some
-        count = std::min(count, (available + 1) / 2);
+      } else {
+        left_behind = available > 1;
       }
     }
-    const std::size_t new_head = (((head >> kShift) + count) << kShift) | has_next;
+    const std::size_t new_head = (((head >> kShift) + 1) << kShift) | has_next;
     if (head_.value.index.compare_exchange_weak(head, new_head, std::memory_order_seq_cst,
                                                 std::memory_order_acquire)) {
-      take(current, offset, count, new_head, out);
-      return count;
+      take(current, offset, new_head, out);
+      if (more != nullptr) {
+        *more = left_behind;
+      }
+      return true;
     }
     current = head_.value.current.load(std::memory_order_acquire);
   }
 }
 
-// After a consumer claimed slots [offset, offset + count) of `current` (head now `new_head`):
-// moves head to the next block if it claimed the last slot, moves the tasks out, and marks the
-// slots read, taking part in the block's destruction.
-void task_queue::take(block* current, std::size_t offset, std::size_t count, std::size_t new_head,
-                      task* out) noexcept {
-  const bool last = offset + count == kBlockSlots;
+// After a consumer claimed slot `offset` of `current` (head now `new_head`): moves head to the
+// next block if it claimed the last slot, moves the task out, and marks the slot read, taking
+// part in the block's destruction.
+void task_queue::take(block* current, std::size_t offset, std::size_t new_head,
+                      task& out) noexcept {
+  const bool last = offset + 1 == kBlockSlots;
   if (last) {
     block* next = wait_next(current);
     std::size_t next_index = (new_head & ~kHasNext) + (1 << kShift);  // past the sentinel
     if (next->next.load(std::memory_order_relaxed) != nullptr) {
       next_index |= kHasNext;
     }
-    // release: pairs with the acquire loads of head_ in try_pop_many().
+    // release: pairs with the acquire loads of head_ in try_pop().
     head_.value.current.store(next, std::memory_order_release);
     head_.value.index.store(next_index, std::memory_order_release);
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    slot& s = current->slots[offset + i];
-    wait_written(s);
-    out[i] = std::move(*s.value());
-    s.value()->~task();
-  }
-  const std::size_t end = last ? count - 1 : count;  // the last slot is never marked
-  for (std::size_t i = 0; i < end; ++i) {
-    // acq_rel: the release orders this read before the destroyer's free; the acquire pairs
-    // with the destroyer's kDestroy, handing the rest of the destruction to this reader.
-    if ((current->slots[offset + i].state.fetch_or(kRead, std::memory_order_acq_rel) & kDestroy) !=
-        0) {
-      destroy_block(current, offset + i + 1);
-    }
-  }
-  if (last) {
+  slot& s = current->slots[offset];
+  wait_written(s);
+  out = std::move(*s.value());
+  s.value()->~task();
+  if (last) {  // the last slot is never marked
     destroy_block(current, 0);
+    return;
+  }
+  // acq_rel: the release orders this read before the destroyer's free; the acquire pairs with
+  // the destroyer's kDestroy, handing the rest of the destruction to this reader.
+  if ((s.state.fetch_or(kRead, std::memory_order_acq_rel) & kDestroy) != 0) {
+    destroy_block(current, offset + 1);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "cyan/dispatch/thread_pool.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -13,26 +14,23 @@
 // A worker's round. A pool worker is a handler_thread whose idle_hook is its worker_state; its
 // round (see handler_thread_runtime.cpp) calls run_elsewhere() when its own inbox is empty:
 //   1. reclaim:    clear its own idle flag, if a producer has not already;
-//   2. run_batch:  take tasks from the shared queue one at a time (a task a worker has taken is
+//   2. run:        take tasks from the shared queue one at a time (a task a worker has taken is
 //                  one it runs next: nothing queued is ever held back from an idle worker), at
-//                  most kBatch before it looks at its inbox and loop again;
-//   3. spin:       when the queue is empty, look at it for up to kSpin;
+//                  most kBatch before it looks at its inbox and loop again; a take that leaves
+//                  tasks behind while no worker spins wakes an idle worker for them;
+//   3. spin:       when the queue is empty, poll it for up to kSpin, if fewer than
+//                  max_spinners_ workers already do;
 //   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
 //                  handler_thread, which sleeps unless has_work() says otherwise.
 //
-// Sleep. mark_idle() sets the flag, then sleepers_ += 1 (both seq_cst); the handler_thread
-// announces its sleep (a seq_cst RMW of its inbox state) and asks has_work(), which loads the
-// flag and the queue (seq_cst), before blocking. A producer pushes (a seq_cst claim), then loads
-// sleepers_ (seq_cst); if it is non-zero it claims one idle flag (seq_cst exchange) and calls
-// wake_if_sleeping() on that worker (a seq_cst RMW, then a seq_cst load of the inbox state).
-// All in one total order, so for each producer and each worker that marked itself idle:
-// either the producer's load of sleepers_ misses the increment, and then the worker's later
-// has_work() sees the pushed task; or the producer sees it and claims a flag, and then either
-// the worker's has_work() sees its flag cleared (it looks again instead of sleeping), or the
-// producer's load sees the announcement and wakes it. A producer that finds no flag to claim
-// raced with workers that cleared theirs: each of them is looking at the queue. So no wake-up
-// is lost and no worker sleeps while a task it could run is queued; busy workers are not
-// marked, so a post to a busy pool costs no wake-up at all.
+// Spinning. Polling saves the wake-up (a syscall for the producer and a few microseconds for
+// the task) when work follows soon, but a poller takes a CPU that a producer may need: with
+// more runnable threads than cores, every extra poller slows the thread it waits for. So at
+// most max_spinners_ (half the workers, at least one) poll at once, as in Go's scheduler; the
+// rest sleep at once. A post wakes an idle worker only when no worker spins (a spinner will
+// find the task), and a spinner that finds work stops counting as one before it takes a task,
+// so the task's push is either seen by the producer's look at spinners_ (and woken for) or
+// ordered before the spinner's take, which then sees it, and the tasks it leaves behind.
 //
 // Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
 // thread pushes it onto the shared queue like a post, so any free worker runs it.
@@ -83,7 +81,9 @@ std::size_t at_least_one(std::size_t threads) {
 }  // namespace
 
 pool_core::pool_core(std::size_t threads, thread_pool_options opts)
-    : on_error_(std::move(opts.on_error)), states_(new worker_state[at_least_one(threads)]) {
+    : max_spinners_(static_cast<std::uint32_t>(std::max<std::size_t>(1, threads / 2))),
+      on_error_(std::move(opts.on_error)),
+      states_(new worker_state[at_least_one(threads)]) {
   workers_.reserve(threads);
   try {
     for (std::size_t i = 0; i < threads; ++i) {
@@ -116,7 +116,7 @@ void pool_core::post(task&& t) {
   if (!queue_.try_push(std::move(t))) {
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
-  wake_one();
+  wake_unless_spinning();
 }
 
 void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
@@ -178,7 +178,7 @@ void pool_core::post_serial(const serial_token& token, task&& t) {
 // moves on.
 void pool_core::post_handed_over(task&& step) {
   if (queue_.try_push(std::move(step), task_queue::push_policy::unless_closed)) {
-    wake_one();
+    wake_unless_spinning();
   }
 }
 
@@ -202,19 +202,29 @@ bool pool_core::worker_state::has_work(handler_thread&) noexcept {
 // Steps 1-4 of a worker's round (see "A worker's round").
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
   reclaim(self);
-  task next;
-  std::size_t ran = 0;
-  do {
-    while (ran < kBatch && queue_.try_pop(next)) {
-      run_one(next);
-      ++ran;
-    }
-  } while (ran == 0 && spin_for_work());
+  std::size_t ran = run_available();
+  while (ran == 0 && spin_for_work()) {
+    ran = run_available();  // another worker may have taken what the spin saw
+  }
   if (ran == 0) {
     if (queue_.sealed()) {
       try_finish();
     }
     mark_idle(self);
+  }
+  return ran;
+}
+
+std::size_t pool_core::run_available() noexcept {
+  task next;
+  bool more = false;
+  std::size_t ran = 0;
+  while (ran < kBatch && queue_.try_pop(next, &more)) {
+    if (more) {
+      wake_unless_spinning();  // the tasks left behind need a worker too (see "Spinning")
+    }
+    run_one(next);
+    ++ran;
   }
   return ran;
 }
@@ -231,17 +241,38 @@ void pool_core::run_one(task& t) noexcept {
   t = nullptr;  // the closure's captures go now, not when the next task is popped
 }
 
-bool pool_core::spin_for_work() const noexcept {
-  // The clock is read every kTurnsPerCheck turns: reading it costs more than a look at the
-  // queue. Yields now and then, for the producer may share this worker's core.
-  constexpr unsigned kTurnsPerCheck = 32;
+// Step 3 of a worker's round. Returns whether the queue showed work; the worker no longer
+// counts as a spinner then (see "Spinning").
+bool pool_core::spin_for_work() noexcept {
+  // relaxed: a first look; the CAS decides.
+  std::uint32_t spinning = spinners_.value.load(std::memory_order_relaxed);
+  do {
+    if (spinning >= max_spinners_) {
+      return false;
+    }
+  } while (!spinners_.value.compare_exchange_weak(spinning, spinning + 1, std::memory_order_seq_cst,
+                                                  std::memory_order_relaxed));
+  const bool found = poll_queue();
+  spinners_.value.fetch_sub(1, std::memory_order_seq_cst);  // before the take: see "Spinning"
+  return found;
+}
+
+bool pool_core::poll_queue() const noexcept {
+  // Between two looks the worker pauses kPausesPerLook times: a look reads the queue's tail,
+  // which takes that cache line from a producer that is about to push. The clock is read every
+  // kLooksPerCheck looks: reading it costs more than a look. Yields now and then, for the
+  // producer may share this worker's core.
+  constexpr unsigned kPausesPerLook = 4;
+  constexpr unsigned kLooksPerCheck = 16;
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (unsigned turn = 1;; ++turn) {
+  for (unsigned look = 1;; ++look) {
     if (!queue_.empty()) {
       return true;
     }
-    if (turn % kTurnsPerCheck != 0) {
+    for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
       cpu_relax();
+    }
+    if (look % kLooksPerCheck != 0) {
       continue;
     }
     if (queue_.sealed() || std::chrono::steady_clock::now() >= deadline) {
@@ -261,6 +292,12 @@ void pool_core::reclaim(worker_state& self) noexcept {
   if (self.idle.load(std::memory_order_relaxed) &&
       self.idle.exchange(false, std::memory_order_seq_cst)) {
     sleepers_.value.fetch_sub(1, std::memory_order_relaxed);  // a count only: see "Sleep"
+  }
+}
+
+void pool_core::wake_unless_spinning() noexcept {
+  if (spinners_.value.load(std::memory_order_seq_cst) == 0) {  // see "Spinning"
+    wake_one();
   }
 }
 

@@ -96,18 +96,27 @@ double suite::median(const std::string& arm) const {
   return median_of(seconds_of(find(arm).samples));
 }
 
+double suite::spread(const std::string& arm) const {
+  const std::vector<double> seconds = seconds_of(find(arm).samples);
+  return *std::max_element(seconds.begin(), seconds.end()) /
+         *std::min_element(seconds.begin(), seconds.end());
+}
+
 void suite::print_table() const {
-  std::printf("\n%s — %s (%zu reps, median [min–max])\n", benchmark_.c_str(), workload_.c_str(),
-              arms_.front().samples.size());
+  std::printf(
+      "\n%s — %s (%zu reps, median [min–max], spread = max/min; '!' marks a spread > %.1f)\n",
+      benchmark_.c_str(), workload_.c_str(), arms_.front().samples.size(), kMaxSpread);
   const double reference = median(arms_.front().name);
   for (const arm_state& arm : arms_) {
     const std::vector<double> seconds = seconds_of(arm.samples);
     const double m = median(arm.name);
-    std::printf("  %-40s %10.4f s [%.4f–%.4f]  %7.2fx the time of %s  checksum %llu\n",
-                arm.name.c_str(), m, *std::min_element(seconds.begin(), seconds.end()),
-                *std::max_element(seconds.begin(), seconds.end()), m / reference,
-                arms_.front().name.c_str(),
-                static_cast<unsigned long long>(arm.samples.back().checksum));
+    const double arm_spread = spread(arm.name);
+    std::printf(
+        "  %-40s %10.4f s [%.4f–%.4f] spread %5.2f%s %7.2fx the time of %s  checksum %llu\n",
+        arm.name.c_str(), m, *std::min_element(seconds.begin(), seconds.end()),
+        *std::max_element(seconds.begin(), seconds.end()), arm_spread,
+        arm_spread > kMaxSpread ? "!" : " ", m / reference, arms_.front().name.c_str(),
+        static_cast<unsigned long long>(arm.samples.back().checksum));
   }
 }
 
@@ -153,6 +162,14 @@ bool suite::goal(const std::string& fast, const std::string& slow, double factor
   const bool met = measured >= factor;
   std::printf("  goal: %s >= %.2fx faster than %s: measured %.2fx — %s\n", fast.c_str(), factor,
               slow.c_str(), measured, met ? "met" : "MISSED");
+  return met;
+}
+
+bool suite::goal_spread(const std::string& arm, double factor) {
+  const double measured = spread(arm);
+  const bool met = measured <= factor;
+  std::printf("  goal: %s spread (max/min) <= %.2f: measured %.2f — %s\n", arm.c_str(), factor,
+              measured, met ? "met" : "MISSED");
   return met;
 }
 

@@ -53,8 +53,15 @@ class suite {
   /// printing progress on stderr, then prints the table. Returns false when checksums differ.
   bool run();
 
+  /// A spread (max/min of an arm's samples) above this is marked in the table: such a figure is
+  /// not a result yet.
+  static constexpr double kMaxSpread = 2.0;
+
   /// Median seconds of an arm after run(); throws std::out_of_range for an unknown arm.
   [[nodiscard]] double median(const std::string& arm) const;
+
+  /// max/min of an arm's samples after run(); throws std::out_of_range for an unknown arm.
+  [[nodiscard]] double spread(const std::string& arm) const;
 
   /// Prints a speed goal "`fast` is at least `factor`× faster than `slow`" as met or missed,
   /// with the measured factor (median(slow) / median(fast)). Returns whether it was met.
@@ -62,6 +69,9 @@ class suite {
 
   /// Prints a goal "`arm` takes at most `factor`× the time of `peer`" as met or missed.
   bool goal_at_most(const std::string& arm, const std::string& peer, double factor);
+
+  /// Prints a goal "`arm`'s spread (max/min) is at most `factor`" as met or missed.
+  bool goal_spread(const std::string& arm, double factor);
 
  private:
   struct arm_state {

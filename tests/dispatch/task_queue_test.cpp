@@ -37,6 +37,28 @@ TEST(task_queue, is_fifo_across_many_blocks) {
   }
 }
 
+// Expect `more` true exactly while tasks are left behind the one popped (within one block).
+TEST(task_queue, pop_says_whether_tasks_were_left_behind) {
+  task_queue queue;
+  int ran = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(queue.try_push([&ran] { ++ran; }));
+  }
+  task_queue::task next;
+  std::vector<bool> more;
+  for (int i = 0; i < 3; ++i) {
+    bool left = false;
+    ASSERT_TRUE(queue.try_pop(next, &left));
+    next();
+    more.push_back(left);
+  }
+  bool untouched = true;
+  EXPECT_FALSE(queue.try_pop(next, &untouched));
+  EXPECT_TRUE(untouched) << "an empty pop leaves `more` alone";
+  EXPECT_EQ(more, (std::vector<bool>{ true, true, false }));
+  EXPECT_EQ(ran, 3);
+}
+
 TEST(task_queue, destruction_destroys_leftover_tasks_once) {
   lifecycle::reset();
   {
@@ -144,17 +166,16 @@ TEST(task_queue, concurrent_producers_and_consumers) {
     });
   }
   for (int c = 0; c < kConsumers; ++c) {
-    threads.emplace_back([&, c] {
+    threads.emplace_back([&] {
       std::vector<std::int64_t> mine(kProducers, -1);
       last_seen = &mine;
-      const std::size_t claim = 1 + 3 * static_cast<std::size_t>(c);  // 1, 4 and 7 at a time
-      task_queue::task claimed[7];
+      task_queue::task next;
       for (;;) {
-        const std::size_t count = queue.try_pop_many(claimed, claim);
-        for (std::size_t i = 0; i < count; ++i) {
-          claimed[i]();
+        const bool popped = queue.try_pop(next);
+        if (popped) {
+          next();
         }
-        if (count == 0 && producers_done.load() == kProducers && queue.empty()) {
+        if (!popped && producers_done.load() == kProducers && queue.empty()) {
           return;
         }
       }

@@ -14,10 +14,11 @@ namespace cyan::dispatch::detail {
 /// tasks. The design is crossbeam's SegQueue: a linked list of blocks of kBlockSlots slots; a
 /// producer claims a slot with one CAS on the tail index, writes the task in place and flags
 /// the slot written; a consumer claims a slot with one CAS on the head index, waits for the
-/// flag (a producer between its claim and its write), moves the task out and flags the slot
-/// read. A block is freed by whoever reads its last slot, or, when readers of earlier slots
-/// are still busy, by the last of them (the DESTROY hand-off), so no hazard pointers are
-/// needed: a block is only reached through head_/tail_ after a successful claim.
+/// flag (a producer between its claim and its write: it was preempted in a window of a few
+/// instructions; only that consumer waits, the others claim the slots after it), moves the task
+/// out and flags the slot read. A block is freed by whoever reads its last slot, or, when readers
+/// of earlier slots are still busy, by the last of them (the DESTROY hand-off), so no hazard
+/// pointers are needed: a block is only reached through head_/tail_ after a successful claim.
 ///
 /// Why not lockfree::queue: that Michael–Scott queue pays hazard pointers and a node per
 /// element; a pool moves millions of tiny tasks, and here a task costs one uncontended CAS to
@@ -55,13 +56,10 @@ class task_queue : noncopyable {
   [[nodiscard]] bool close_if_empty() noexcept;
 
   /// Moves the first task into `out` and returns true, or returns false when the queue is
-  /// empty. [any thread]
-  [[nodiscard]] bool try_pop(task& out) noexcept;
-
-  /// Moves up to `max` first tasks into out[0..n) with one claim and returns n (0: empty).
-  /// Takes at most half of what is left when little is, so that other consumers get a share.
+  /// empty. With `more`, also says whether tasks were left behind it: true whenever one pushed
+  /// before the call's end was left (it may also be true when none is, e.g. at a block's end).
   /// [any thread]
-  [[nodiscard]] std::size_t try_pop_many(task* out, std::size_t max) noexcept;
+  [[nodiscard]] bool try_pop(task& out, bool* more = nullptr) noexcept;
 
   /// Whether the queue was empty at one moment during the call. seq_cst, so it can close a
   /// store–load (Dekker) handshake with a producer's push. [any thread]
@@ -90,8 +88,7 @@ class task_queue : noncopyable {
     std::atomic<block*> current{ nullptr };
   };
 
-  void take(block* current, std::size_t offset, std::size_t count, std::size_t new_head,
-            task* out) noexcept;
+  void take(block* current, std::size_t offset, std::size_t new_head, task& out) noexcept;
   block* new_block();
   void recycle(block* b) noexcept;
   void destroy_block(block* b, std::size_t start) noexcept;
