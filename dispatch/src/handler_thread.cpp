@@ -90,6 +90,7 @@ handler_thread_stats handler_thread::stats() const {
   result.executed = counters.executed;
   result.cancelled = counters.cancelled;
   result.queued = counters.posted - counters.executed - counters.cancelled;
+  result.lanes = counters.lanes;
   return result;
 }
 

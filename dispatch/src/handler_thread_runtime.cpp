@@ -86,7 +86,9 @@ void handler_thread_runtime::set_up() {
   waker_.emplace(loop_);  // no callback: waking the loop up is the whole point
   waker_->start();
   nap_.emplace(loop_);  // no callback: ending run_once() is the whole point
-  nap_->set_timeout(kNap);
+  if (options_.nap > options_.nap.zero()) {
+    nap_->set_timeout(options_.nap);
+  }
   timer_.emplace(loop_);
   timer_->set_callback([this] {
     run_due_delayed();
@@ -215,7 +217,7 @@ void handler_thread_runtime::yield_and_learn(clock::time_point before) noexcept 
 // once per gap between two messages. The next sleep, not this one: the thread first goes back
 // through run()'s round (its inbox, the idle hook, which may re-mark a pool worker idle).
 void handler_thread_runtime::sleep() {
-  const bool deep = nap_expired_;
+  const bool deep = nap_expired_ || options_.nap <= options_.nap.zero();
   if (!may_sleep(deep ? inbox::sleep_fence::heavy : inbox::sleep_fence::light)) {
     return;
   }

@@ -66,9 +66,6 @@ class handler_thread_runtime final : public inbox_owner {
   static constexpr std::chrono::nanoseconds kSpinBeforeYield{ 2000 };
   // A yield that lasts this long let another thread run on this CPU (see yield_and_learn()).
   static constexpr std::chrono::nanoseconds kLongYield{ 3000 };
-  // The longest sleep after a light announcement (see "Naps" in inbox.h): the latency of a post
-  // that raced with it, which needs the post to land within a few nanoseconds of the look.
-  static constexpr std::chrono::microseconds kNap{ 200 };
   // Tasks taken from the shared queue and from each lane per round: bounds the time between
   // two looks at the loop and keeps lanes fair to each other.
   static constexpr std::size_t kBatch = 1024;

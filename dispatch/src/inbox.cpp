@@ -152,6 +152,7 @@ inbox::counters inbox::read_counters() const {
   result.executed = executed_.load(std::memory_order_acquire);
   result.cancelled = cancelled_.load(std::memory_order_acquire);
   result.posted = retired_posted_ + shared_posted_.load(std::memory_order_relaxed);
+  result.lanes = registry_.size();
   for (const inbox_channel* lane : registry_) {
     result.posted += lane->posted();
   }

@@ -112,7 +112,8 @@ TEST(Handler, SendDelayedArrivesAfterItsDelayInDeadlineOrder) {
   thread.stop();
   thread.join();
   EXPECT_EQ(handler.strings, (std::vector<std::string>{ "now", "early", "late" }));
-  EXPECT_GE(fence_time - start, 80ms);  // never early; no upper bound on a shared machine
+  EXPECT_GE(fence_time - start, 80ms);       // never early
+  EXPECT_LE(fence_time - start, 80ms + 5s);  // generous: a lost timer fails, a slow machine not
 }
 
 TEST(Handler, ExceptionsFromOnMessageGoToOnErrorAndTheThreadKeepsRunning) {

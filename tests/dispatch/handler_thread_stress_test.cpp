@@ -140,12 +140,14 @@ TEST(HandlerThreadStress, StopDiscardRacingWithPostsCancelsExactlyTheRest) {
   race_stop_with_posts(stop_mode::discard);
 }
 
-// The consumer sleeps between almost every post (no spinning): a lost wake-up hangs a round,
+// The consumer sleeps between almost every post (no spinning), and every sleep is unbounded
+// (no naps, which would end a sleep whose wake-up was lost): a lost wake-up hangs a round,
 // which the bounded wait turns into a failure.
 TEST(HandlerThreadStress, NoLostWakeUps) {
   const std::uint64_t items = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 50;
   handler_thread::options opts;
   opts.spin_before_sleep = 0ns;
+  opts.nap = 0ns;
   handler_thread thread(opts);
   std::mt19937_64 random(env_or("CYAN_STRESS_SEED", 1));
   for (std::uint64_t i = 0; i < items; ++i) {

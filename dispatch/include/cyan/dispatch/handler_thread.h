@@ -46,9 +46,15 @@ struct handler_thread_options {
   /// follows soon, the common case between threads that talk to each other. The spin adapts
   /// (it shrinks while spinning finds nothing, e.g. on a machine with no idle core, and grows
   /// back when it does, or when a post ends a sleep sooner than a full spin would have lasted).
-  /// Zero: sleep at once. After the spin the thread naps (at most 200 us, no fence), and only
-  /// then sleeps for good, so an idle thread uses no CPU once that is over.
+  /// Zero: sleep at once. After the spin the thread naps (see `nap`), and only then sleeps for
+  /// good, so an idle thread uses no CPU once that is over.
   std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(50);
+  /// How long the first sleep of an idle period lasts at most: a nap is announced without the
+  /// process-wide fence (see "Naps" in detail/inbox.h), so a post racing with the announcement
+  /// may go unseen until the nap ends. Only after a nap that ended with nothing to do does the
+  /// thread announce with the fence and sleep without a bound. Zero: no naps, every sleep is
+  /// unbounded (and pays the fence), so a post never waits for a nap to end.
+  std::chrono::nanoseconds nap = std::chrono::microseconds(200);
   /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
   /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
   detail::idle_hook* idle_hook = nullptr;
@@ -61,6 +67,10 @@ struct handler_thread_stats {
   std::uint64_t executed = 0;   ///< started (a task that threw counts, a running one counts)
   std::uint64_t cancelled = 0;  ///< discarded by stop, or delayed past the stop
   std::uint64_t queued = 0;     ///< waiting to start
+  /// Producer lanes into the inbox (see "Lanes" in detail/inbox.h): one per thread that has
+  /// posted more than a few times and whose lane the handler thread has not retired yet (it
+  /// retires a lane once the producer thread has exited and the lane is empty).
+  std::uint64_t lanes = 0;
 };
 
 /// One thread with its own event loop and a lock-free inbox: other threads post() closures to

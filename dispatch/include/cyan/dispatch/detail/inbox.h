@@ -148,11 +148,12 @@ class inbox : noncopyable {
   [[nodiscard]] bool stopped() const noexcept { return (load_state() & kStopped) != 0; }
   [[nodiscard]] bool finished() const noexcept { return (load_state() & kFinished) != 0; }
 
-  /// posted, executed, cancelled (queued is derived by the caller).
+  /// posted, executed, cancelled (queued is derived by the caller), and the lanes not retired.
   struct counters {
     std::uint64_t posted = 0;
     std::uint64_t executed = 0;
     std::uint64_t cancelled = 0;
+    std::uint64_t lanes = 0;
   };
   [[nodiscard]] counters read_counters() const;
 
