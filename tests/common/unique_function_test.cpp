@@ -119,3 +119,29 @@ TEST_F(UniqueFunction, MutableClosureKeepsItsState) {
   auto moved = std::move(counter);
   EXPECT_EQ(moved(), 3);
 }
+
+// A unique_function<void()> accepts a closure that returns a value and discards the result;
+// inline, boxed and move-only closures alike (each runs exactly once per call).
+TEST(unique_function, void_signature_discards_what_the_closure_returns) {
+  int calls = 0;
+  auto inline_closure = [&calls] { return ++calls; };
+  std::array<char, 200> payload{};
+  payload[0] = 10;
+  auto boxed_closure = [&calls, payload] {
+    calls += payload[0];
+    return std::string("ignored");
+  };
+  static_assert(cyan::unique_function<void()>::stored_inline<decltype(inline_closure)>);
+  static_assert(!cyan::unique_function<void()>::stored_inline<decltype(boxed_closure)>);
+  cyan::unique_function<void()> small = inline_closure;
+  cyan::unique_function<void()> large = boxed_closure;
+  cyan::unique_function<void(int)> move_only =
+      [&calls, owned = std::make_unique<int>(100)](int times) mutable {
+        calls += *owned * times;
+        return std::move(owned);
+      };
+  small();
+  large();
+  move_only(2);
+  EXPECT_EQ(calls, 1 + 10 + 200);
+}

@@ -86,6 +86,39 @@ TEST(HandlerThread, MoveOnlyAndLargeClosuresRunAndAreDestroyedOnce) {
   EXPECT_EQ(lifecycle::live(), 0);
 }
 
+// Every post form takes a closure that returns a value (the result is ignored), and a move-only
+// one: each runs exactly once (distinct weights, so a lost or doubled one changes the sum).
+TEST(handler_thread, post_accepts_closures_that_return_a_value) {
+  handler_thread thread;
+  cyan::dispatch::serial_token token;
+  std::latch done{ 6 };
+  int sum = 0;  // touched only on the handler thread until done
+  auto weighted = [&](int weight) {
+    return [&sum, &done, weight] {
+      sum += weight;
+      done.count_down();
+      return weight;
+    };
+  };
+  auto move_only = [&](int weight) {
+    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
+      sum += *owned;
+      done.count_down();
+      return std::move(owned);
+    };
+  };
+  thread.post(weighted(1));
+  thread.post(weighted(2), 1ms);
+  thread.post(token, weighted(4));
+  thread.post(move_only(8));
+  thread.post(move_only(16), 1ms);
+  thread.post(token, move_only(32));
+  done.wait();
+  thread.stop();
+  thread.join();
+  EXPECT_EQ(sum, 63);
+}
+
 TEST(HandlerThread, PostAwaitableReturnsValuesAndExceptions) {
   handler_thread thread;
   auto number = thread.post_awaitable([] { return 42; });

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <latch>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -89,6 +90,37 @@ TEST(thread_pool, runs_tasks_on_its_workers_only) {
   EXPECT_EQ(seen.count(std::this_thread::get_id()), 0u);
   EXPECT_LE(seen.size(), 3u);
   EXPECT_GE(seen.size(), 1u);
+}
+
+// Every post form takes a closure that returns a value (the result is ignored), and a move-only
+// one: each runs exactly once (distinct weights, so a lost or doubled one changes the sum).
+TEST(thread_pool, post_accepts_closures_that_return_a_value) {
+  thread_pool pool(2);
+  cyan::dispatch::serial_token token;
+  std::latch done{ 6 };
+  std::atomic<int> sum{ 0 };
+  auto weighted = [&](int weight) {
+    return [&sum, &done, weight] {
+      sum.fetch_add(weight);
+      done.count_down();
+      return weight;
+    };
+  };
+  auto move_only = [&](int weight) {
+    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
+      sum.fetch_add(*owned);
+      done.count_down();
+      return std::move(owned);
+    };
+  };
+  pool.post(weighted(1));
+  pool.post(weighted(2), 1ms);
+  pool.post(token, weighted(4));
+  pool.post(move_only(8));
+  pool.post(move_only(16), 1ms);
+  pool.post(token, move_only(32));
+  done.wait();
+  EXPECT_EQ(sum.load(), 63);
 }
 
 TEST(thread_pool, post_awaitable_returns_results_and_exceptions) {

@@ -28,8 +28,9 @@ class unique_function<R(Args...)> {
   unique_function() noexcept = default;
   unique_function(std::nullptr_t) noexcept {}
 
-  /// Wraps `f`. Throws whatever moving or copying `f` throws, or std::bad_alloc when `f` does
-  /// not fit inline and the allocation fails; `*this` is then not constructed.
+  /// Wraps `f`; with R = void, what `f` returns is discarded. Throws whatever moving or copying
+  /// `f` throws, or std::bad_alloc when `f` does not fit inline and the allocation fails;
+  /// `*this` is then not constructed.
   template <typename F>
     requires(!std::is_same_v<std::remove_cvref_t<F>, unique_function> &&
              std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
@@ -96,10 +97,20 @@ class unique_function<R(Args...)> {
     void (*destroy)(void* storage) noexcept;
   };
 
+  // Invokes `f`; for R = void a result is discarded (like std::invoke_r, which is C++23).
+  template <typename F>
+  static R call(F& f, Args&&... args) {
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(f, std::forward<Args>(args)...);
+    } else {
+      return std::invoke(f, std::forward<Args>(args)...);
+    }
+  }
+
   template <typename F>
   static constexpr operations inline_ops{
       [](void* storage, Args&&... args) -> R {
-        return std::invoke(*static_cast<F*>(storage), std::forward<Args>(args)...);
+        return call(*static_cast<F*>(storage), std::forward<Args>(args)...);
       },
       [](void* from, void* to) noexcept {
         ::new (to) F(std::move(*static_cast<F*>(from)));
@@ -111,7 +122,7 @@ class unique_function<R(Args...)> {
   template <typename F>
   static constexpr operations heap_ops{
       [](void* storage, Args&&... args) -> R {
-        return std::invoke(**static_cast<F**>(storage), std::forward<Args>(args)...);
+        return call(**static_cast<F**>(storage), std::forward<Args>(args)...);
       },
       [](void* from, void* to) noexcept { ::new (to) F*(*static_cast<F**>(from)); },
       [](void* storage) noexcept { delete *static_cast<F**>(storage); },
