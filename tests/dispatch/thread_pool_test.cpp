@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <latch>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/allocation_counter.h"
@@ -359,6 +361,90 @@ TEST(thread_pool, posting_allocates_nothing_for_a_small_closure_and_once_for_an_
 
 TEST(thread_pool, rejects_zero_threads) {
   EXPECT_THROW(thread_pool(0), std::invalid_argument);
+}
+
+// Posts to its pool from its destructor, unless moved from: after the pool's stop, that post
+// throws executor_stopped out of the destructor.
+struct reposter {
+  thread_pool* pool;
+  explicit reposter(thread_pool* p) : pool(p) {}
+  reposter(reposter&& other) noexcept : pool(std::exchange(other.pool, nullptr)) {}
+  ~reposter() noexcept(false) {
+    if (pool != nullptr) {
+      pool->post([] {});
+    }
+  }
+};
+
+// An error callback that counts executor_stopped and anything else.
+struct error_counts {
+  std::atomic<int> stopped{ 0 };
+  std::atomic<int> other{ 0 };
+
+  thread_pool::options options() {
+    thread_pool::options result;
+    result.on_error = [this](std::exception_ptr error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const executor_stopped&) {
+        stopped.fetch_add(1);
+      } catch (...) {
+        other.fetch_add(1);
+      }
+    };
+    return result;
+  }
+};
+
+// A closure whose destructor throws (it posts to the stopped pool) is reported to the error
+// callback when stop(discard) destroys it, plain or token task, and the stop goes on: every
+// other task is cancelled, nothing leaks. An awaitable's future reports the exception instead.
+TEST(thread_pool, a_discarded_closure_whose_destructor_throws_goes_to_the_error_callback) {
+  lifecycle::reset();
+  error_counts errors;
+  thread_pool pool(2, errors.options());
+  cyan::dispatch::serial_token token;
+  std::atomic<int> ran{ 0 };
+  gate blockers(pool);
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  for (int i = 0; i < 100; ++i) {
+    pool.post([&ran, item = lifecycle(i)] { ran.fetch_add(1); });
+  }
+  pool.post(token, [&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  auto awaited = pool.post_awaitable([&ran, r = reposter(&pool)] { return ran.fetch_add(1); });
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  pool.stop(stop_mode::discard);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(errors.stopped.load(), 3);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+// The same for closures that ran during stop(drain) and throw when destroyed afterwards: each
+// destructor's exception reaches the error callback once, and every other task still runs.
+TEST(thread_pool, a_closure_whose_destructor_throws_after_it_ran_goes_to_the_error_callback) {
+  error_counts errors;
+  thread_pool pool(2, errors.options());
+  cyan::dispatch::serial_token token;
+  std::atomic<int> ran{ 0 };
+  gate blockers(pool);
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  for (int i = 0; i < 100; ++i) {
+    pool.post([&ran] { ran.fetch_add(1); });
+  }
+  pool.post(token, [&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  auto awaited = pool.post_awaitable([&ran, r = reposter(&pool)] { return ran.fetch_add(1); });
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  pool.stop(stop_mode::drain);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 104);
+  EXPECT_EQ(errors.stopped.load(), 3);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);  // it ran, then its destructor threw
 }
 
 }  // namespace
