@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <utility>
 
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "handler_thread_runtime.h"
@@ -92,6 +94,18 @@ handler_thread_stats handler_thread::stats() const {
   result.queued = counters.posted - counters.executed - counters.cancelled;
   result.lanes = counters.lanes;
   return result;
+}
+
+// On this thread, like any task's exception: to the handler's on_error(). A token task for this
+// thread is destroyed elsewhere only when a hand-over failed (this thread stopped, or memory ran
+// out); on_error() runs on this thread only, so then it is declined (stderr).
+bool handler_thread::report_token_error(void* self, std::exception_ptr error) noexcept {
+  auto* thread = static_cast<handler_thread*>(self);
+  if (!thread->is_current()) {
+    return false;
+  }
+  thread->inbox_.report(std::move(error));
+  return true;
 }
 
 void detail::wake_if_sleeping(handler_thread& worker) noexcept {

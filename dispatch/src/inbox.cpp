@@ -183,6 +183,7 @@ std::size_t inbox::drain_shared(std::size_t budget) noexcept {
 }
 
 std::size_t inbox::drain_lanes(std::size_t budget) noexcept {
+  // take_task() leaves the task empty: the ring then destroys an empty slot, no closure.
   auto take = [this](inbox_task&& task) noexcept { take_task(task); };
   std::size_t taken = 0;
   inbox_channel** link = &lanes_;
@@ -330,6 +331,16 @@ void inbox::wait_for_wakers() const noexcept {
 
 void inbox::mark_finished() noexcept {
   state_.value.fetch_or(kFinished, std::memory_order_seq_cst);
+}
+
+void inbox::report(std::exception_ptr error) noexcept {
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (std::exception& e) {
+    owner_->report(e);
+  } catch (...) {
+    report_unknown();
+  }
 }
 
 void inbox::report_unknown() noexcept {

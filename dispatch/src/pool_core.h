@@ -17,6 +17,7 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/destroy_task.h"
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "cyan/dispatch/detail/serial_state.h"
 #include "cyan/dispatch/detail/task_queue.h"
@@ -85,6 +86,11 @@ class pool_core : noncopyable {
   void leave_delayed() noexcept;
   void try_finish() noexcept;
   static void on_tracker_released(void* self) noexcept;
+  // tracker_'s error sink: report() may run on any thread.
+  static bool on_token_error(void* self, std::exception_ptr error) noexcept {
+    static_cast<pool_core*>(self)->report(std::move(error));
+    return true;
+  }
   void report(std::exception_ptr error) noexcept;
 
   // Sealed by stop(), closed when the workers are told to stop (see "Stop" in thread_pool.cpp).
@@ -112,7 +118,7 @@ class pool_core : noncopyable {
   std::unique_ptr<handler_thread> timer_thread_;
   // Last: destroyed first, it waits until no token still holds a task for this pool (and its
   // on_released call, which runs try_finish(), has returned).
-  serial_tracker tracker_{ &on_tracker_released, this };
+  serial_tracker tracker_{ &on_tracker_released, this, &on_token_error };
 };
 
 }  // namespace cyan::dispatch::detail

@@ -1,7 +1,9 @@
 #include <cassert>
 #include <cstddef>
+#include <exception>
 #include <utility>
 
+#include "cyan/dispatch/detail/destroy_task.h"
 #include "cyan/dispatch/serial_token.h"
 
 namespace cyan::dispatch::detail {
@@ -26,6 +28,9 @@ thread_local serial_state* deferred = nullptr;
 // Running it runs the current task and then, while the next one belongs to the same executor
 // (and the batch lasts), that one too; destroying it unrun cancels the current task. Either
 // way the turn then passes on. Two pointers wide, so executors store it without allocating.
+// What a token task's destructor throws goes to the executor's error path (its tracker's): as
+// the step's exception when the step ran the task, else through serial_tracker::report(), for
+// the step's own destructor must not throw (executors destroy it in noexcept places).
 class serial_state::step {
  public:
   step(serial_state* state, serial_tracker* here) noexcept : state_(state), here_(here) {}
@@ -34,7 +39,10 @@ class serial_state::step {
 
   ~step() {
     if (state_ != nullptr) {
-      state_->current_.task = nullptr;  // cancels an awaitable task
+      // Cancels the task (an awaitable one reports task_cancelled).
+      destroy_task(state_->current_.task, [this](std::exception_ptr error) {
+        serial_tracker::report(here_, std::move(error));
+      });
       state_->finish_one();
       state_->release();
     }
@@ -43,7 +51,7 @@ class serial_state::step {
   void operator()() {
     serial_state* state = std::exchange(state_, nullptr);
     for (std::size_t ran = 1;; ++ran) {
-      state->run_current();  // throws after passing the turn on
+      state->run_current(here_);  // throws after passing the turn on
       if (!state->advance()) {
         break;  // idle
       }
@@ -85,13 +93,16 @@ void serial_state::submit(unique_function<void()> task, serial_poster poster,
   }
 }
 
-void serial_state::run_current() {
-  // Destroyed before the turn passes: the task's captures are gone before the next starts.
+void serial_state::run_current(const serial_tracker* here) {
   unique_function<void()> task = std::move(current_.task);
   try {
     task();
+    task.reset();  // before the turn passes: the task's captures are gone before the next starts
   } catch (...) {
-    task = nullptr;
+    // The task threw (its destructor's exception, if it throws too, goes to `here`), or its
+    // destructor did: pass the turn on, then let the executor report the first exception.
+    destroy_task(
+        task, [here](std::exception_ptr error) { serial_tracker::report(here, std::move(error)); });
     finish_one();
     release();  // the step's reference
     throw;

@@ -1,5 +1,9 @@
 #include "cyan/dispatch/detail/serial_tracker.h"
 
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
 namespace cyan::dispatch::detail {
 
 void serial_tracker::stopping() noexcept {
@@ -37,6 +41,21 @@ void serial_tracker::remove() noexcept {
   const std::lock_guard lock(mutex_);
   state_.fetch_sub(kCallOne, std::memory_order_seq_cst);
   idle_.notify_all();
+}
+
+void serial_tracker::report(const serial_tracker* tracker, std::exception_ptr error) noexcept {
+  if (tracker != nullptr && tracker->on_error_ != nullptr &&
+      tracker->on_error_(tracker->context_, error)) {
+    return;
+  }
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cyan::dispatch::serial_token: a task's destructor threw: %s\n", e.what());
+  } catch (...) {
+    std::fputs("cyan::dispatch::serial_token: a task's destructor threw an unknown exception\n",
+               stderr);
+  }
 }
 
 }  // namespace cyan::dispatch::detail

@@ -238,7 +238,8 @@ void pool_core::run_one(task& t) noexcept {
       report(std::current_exception());
     }
   }
-  t = nullptr;  // the closure's captures go now, not when the next task is popped
+  // The closure's captures go now, not when the next task is popped.
+  destroy_task(t, [this](std::exception_ptr error) { report(std::move(error)); });
 }
 
 // Step 3 of a worker's round. Returns whether the queue showed work; the worker no longer

@@ -39,6 +39,11 @@ timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
 
 timer_wheel::~timer_wheel() {
   assert(!core_.advancing() && "cyan::event::timer_wheel: destroyed from one of its callbacks");
+  // The callbacks go first, while every member is alive: their destructors may post or cancel.
+  // Stopped first, so that a post made meanwhile does not arm the timer.
+  running_ = false;
+  disarm();
+  core_.clear();
 }
 
 void timer_wheel::start() {

@@ -35,12 +35,15 @@ timer_wheel_core::timer_wheel_core(error_handler on_error, unsigned levels, unsi
   level_max_[levels] = kNever;  // where the loop in list_for() stops
 }
 
-timer_wheel_core::~timer_wheel_core() {
+void timer_wheel_core::clear() noexcept {
   // One at a time, through the public path, so that a callback's destructor that cancels or
-  // inserts still finds the core consistent.
-  for (std::size_t i = first_entry_; i < capacity_; ++i) {
-    if (is_live(nodes_[i])) {
-      cancel(id_of(i));
+  // inserts still finds the core consistent. Until empty: an insert from such a destructor may
+  // take a node this pass has already left behind (a freed node is reused first).
+  while (size_ != 0) {
+    for (std::size_t i = first_entry_; i < capacity_; ++i) {
+      if (is_live(nodes_[i])) {
+        cancel(id_of(i));
+      }
     }
   }
 }

@@ -5,7 +5,9 @@
 #include <array>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "support/allocation_counter.h"
 #include "support/lifecycle.h"
@@ -118,4 +120,65 @@ TEST_F(UniqueFunction, MutableClosureKeepsItsState) {
   EXPECT_EQ(counter(), 2);
   auto moved = std::move(counter);
   EXPECT_EQ(moved(), 3);
+}
+
+// A unique_function<void()> accepts a closure that returns a value and discards the result;
+// inline, boxed and move-only closures alike (each runs exactly once per call).
+TEST(unique_function, void_signature_discards_what_the_closure_returns) {
+  int calls = 0;
+  auto inline_closure = [&calls] { return ++calls; };
+  std::array<char, 200> payload{};
+  payload[0] = 10;
+  auto boxed_closure = [&calls, payload] {
+    calls += payload[0];
+    return std::string("ignored");
+  };
+  static_assert(cyan::unique_function<void()>::stored_inline<decltype(inline_closure)>);
+  static_assert(!cyan::unique_function<void()>::stored_inline<decltype(boxed_closure)>);
+  cyan::unique_function<void()> small = inline_closure;
+  cyan::unique_function<void()> large = boxed_closure;
+  cyan::unique_function<void(int)> move_only =
+      [&calls, owned = std::make_unique<int>(100)](int times) mutable {
+        calls += *owned * times;
+        return std::move(owned);
+      };
+  small();
+  large();
+  move_only(2);
+  EXPECT_EQ(calls, 1 + 10 + 200);
+}
+
+// Throws from its destructor, unless moved from; counts those destructions.
+struct throws_when_destroyed {
+  int* destroyed;
+  explicit throws_when_destroyed(int* d) : destroyed(d) {}
+  throws_when_destroyed(throws_when_destroyed&& other) noexcept
+      : destroyed(std::exchange(other.destroyed, nullptr)) {}
+  ~throws_when_destroyed() noexcept(false) {
+    if (destroyed != nullptr) {
+      ++*destroyed;
+      throw std::runtime_error("destructor");
+    }
+  }
+};
+
+// reset() destroys the closure (all of it: the other captures and the heap box too), leaves the
+// object empty and propagates what the destructor threw; moving never runs that destructor.
+TEST(unique_function, reset_propagates_what_the_closures_destructor_throws) {
+  lifecycle::reset();
+  int destroyed = 0;
+  auto closure = [thrower = throws_when_destroyed(&destroyed), item = lifecycle(1)] {};
+  static_assert(sizeof(closure) <= cyan::unique_function<void()>::inline_capacity);
+  static_assert(!cyan::unique_function<void()>::stored_inline<decltype(closure)>);
+  cyan::unique_function<void()> f = std::move(closure);
+  cyan::unique_function<void()> moved = std::move(f);
+  moved();
+  EXPECT_EQ(destroyed, 0);
+  EXPECT_EQ(lifecycle::live(), 2);  // the moved-from local closure's and the held one's
+  EXPECT_THROW(moved.reset(), std::runtime_error);
+  EXPECT_FALSE(moved);
+  EXPECT_EQ(destroyed, 1);
+  EXPECT_EQ(lifecycle::live(), 1);  // only the local closure's moved-from copy is left
+  EXPECT_NO_THROW(moved.reset());   // empty: nothing to destroy
+  EXPECT_EQ(destroyed, 1);
 }

@@ -7,6 +7,7 @@
 #include <coroutine>
 #include <exception>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -81,6 +82,37 @@ TEST(async, delayed_tasks_run_after_their_delay) {
   done.wait();
   EXPECT_GE(fire_and_forget_elapsed, 30ms);
   EXPECT_LE(fire_and_forget_elapsed, 30ms + 5s);
+}
+
+// Every async form takes a closure that returns a value (the result is ignored), and a
+// move-only one: each runs exactly once (distinct weights, so a lost or doubled one changes the
+// sum).
+TEST(async, accepts_closures_that_return_a_value) {
+  serial_token token;
+  std::latch done{ 6 };
+  std::atomic<int> sum{ 0 };
+  auto weighted = [&](int weight) {
+    return [&sum, &done, weight] {
+      sum.fetch_add(weight);
+      done.count_down();
+      return weight;
+    };
+  };
+  auto move_only = [&](int weight) {
+    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
+      sum.fetch_add(*owned);
+      done.count_down();
+      return std::move(owned);
+    };
+  };
+  async(weighted(1));
+  async(token, weighted(2));
+  async(weighted(4), 1ms);
+  async(move_only(8));
+  async(token, move_only(16));
+  async(move_only(32), 1ms);
+  done.wait();
+  EXPECT_EQ(sum.load(), 63);
 }
 
 TEST(async, awaitable_results_and_errors) {

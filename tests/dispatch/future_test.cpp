@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cyan/common/unique_function.h"
@@ -232,6 +233,41 @@ TEST(future, racing_producers_and_blocking_consumers_see_every_result) {
   }
   producer.join();
   EXPECT_EQ(sum, static_cast<long long>(count) * (count - 1) / 2);
+}
+
+// Throws std::runtime_error("destructor") from its destructor, unless moved from.
+struct throws_when_destroyed {
+  bool armed = true;
+  throws_when_destroyed() = default;
+  throws_when_destroyed(throws_when_destroyed&& other) noexcept
+      : armed(std::exchange(other.armed, false)) {}
+  ~throws_when_destroyed() noexcept(false) {
+    if (armed) {
+      throw std::runtime_error("destructor");
+    }
+  }
+};
+
+// What the closure's destructor throws becomes the future's result, whether the job ran it
+// (in place of its value) or was destroyed unrun (in place of task_cancelled); nothing escapes
+// the job, and the rest of the closure is destroyed all the same.
+TEST(future, a_throwing_closure_destructor_is_reported_by_the_future) {
+  lifecycle::reset();
+  auto [ran, ran_job] = package([t = throws_when_destroyed(), item = lifecycle(1)] { return 1; });
+  auto [cancelled, cancelled_job] =
+      package([t = throws_when_destroyed(), item = lifecycle(2)] { return 2; });
+  EXPECT_EQ(lifecycle::live(), 2);
+  ran_job();
+  { auto dropped = std::move(cancelled_job); }
+  EXPECT_EQ(lifecycle::live(), 0);
+  for (auto* result : { &ran, &cancelled }) {
+    try {
+      result->get();
+      ADD_FAILURE() << "get() should have thrown";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "destructor");
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <future>
 #include <latch>
@@ -17,9 +18,11 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cyan/common/thread.h"
+#include "cyan/dispatch/handler.h"
 #include "cyan/event/timer.h"
 #include "support/cpu_time.h"
 #include "support/lifecycle.h"
@@ -84,6 +87,39 @@ TEST(HandlerThread, MoveOnlyAndLargeClosuresRunAndAreDestroyedOnce) {
     EXPECT_EQ(thread.post_awaitable([&sum] { return sum.load(); }).get(), 6);
   }
   EXPECT_EQ(lifecycle::live(), 0);
+}
+
+// Every post form takes a closure that returns a value (the result is ignored), and a move-only
+// one: each runs exactly once (distinct weights, so a lost or doubled one changes the sum).
+TEST(handler_thread, post_accepts_closures_that_return_a_value) {
+  handler_thread thread;
+  cyan::dispatch::serial_token token;
+  std::latch done{ 6 };
+  int sum = 0;  // touched only on the handler thread until done
+  auto weighted = [&](int weight) {
+    return [&sum, &done, weight] {
+      sum += weight;
+      done.count_down();
+      return weight;
+    };
+  };
+  auto move_only = [&](int weight) {
+    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
+      sum += *owned;
+      done.count_down();
+      return std::move(owned);
+    };
+  };
+  thread.post(weighted(1));
+  thread.post(weighted(2), 1ms);
+  thread.post(token, weighted(4));
+  thread.post(move_only(8));
+  thread.post(move_only(16), 1ms);
+  thread.post(token, move_only(32));
+  done.wait();
+  thread.stop();
+  thread.join();
+  EXPECT_EQ(sum, 63);
 }
 
 TEST(HandlerThread, PostAwaitableReturnsValuesAndExceptions) {
@@ -428,6 +464,94 @@ TEST(HandlerThread, LanesOfExitedProducersAreRetired) {
   EXPECT_EQ(ran.load(), 2000);
   EXPECT_EQ(thread.stats().posted, 2000u + 20u + polls);  // counts survive retirement
   EXPECT_EQ(thread.stats().queued, 0u);
+}
+
+// Posts to its handler_thread from its destructor, unless moved from: after the thread's stop,
+// that post throws executor_stopped out of the destructor.
+struct reposter {
+  handler_thread* thread;
+  explicit reposter(handler_thread* t) : thread(t) {}
+  reposter(reposter&& other) noexcept : thread(std::exchange(other.thread, nullptr)) {}
+  ~reposter() noexcept(false) {
+    if (thread != nullptr) {
+      thread->post([] {});
+    }
+  }
+};
+
+// Counts what reaches on_error(): executor_stopped, and anything else.
+class counts_errors : public cyan::dispatch::handler {
+ public:
+  std::atomic<int> stopped{ 0 };
+  std::atomic<int> other{ 0 };
+
+ protected:
+  void on_error(std::exception& error) noexcept override {
+    (dynamic_cast<executor_stopped*>(&error) != nullptr ? stopped : other).fetch_add(1);
+  }
+};
+
+// A closure whose destructor throws (it posts to the stopped thread) is reported to on_error()
+// when stop(discard) destroys it, whichever way it came (the shared queue, a lane, the delayed
+// list, a token), and the stop goes on: every other task is cancelled, nothing leaks. An
+// awaitable's future reports the exception instead.
+TEST(handler_thread, a_discarded_closure_whose_destructor_throws_goes_to_on_error) {
+  lifecycle::reset();
+  counts_errors errors;
+  handler_thread thread(errors);
+  cyan::dispatch::serial_token token;
+  gate blocked;
+  blocked.block(thread);
+  std::atomic<int> ran{ 0 };
+  thread.post([&ran, r = reposter(&thread)] { ++ran; });  // among the first posts: shared queue
+  for (int i = 0; i < 40; ++i) {  // more than kPromoteAfter: the later posts use a lane
+    thread.post([&ran, item = lifecycle(i)] { ++ran; });
+  }
+  thread.post([&ran, r = reposter(&thread)] { ++ran; });
+  thread.post([&ran, r = reposter(&thread)] { ++ran; }, 1h);
+  thread.post(token, [&ran, r = reposter(&thread)] { ++ran; });
+  auto awaited = thread.post_awaitable([&ran, r = reposter(&thread)] { return ++ran; });
+  thread.stop(stop_mode::discard);
+  blocked.release();
+  thread.join();
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(errors.stopped.load(), 4);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);
+  EXPECT_EQ(lifecycle::live(), 0);
+  const auto stats = thread.stats();
+  EXPECT_EQ(stats.executed, 1u);  // the gate
+  EXPECT_EQ(stats.cancelled, 45u);
+  EXPECT_EQ(stats.queued, 0u);
+}
+
+// The same for closures that ran during stop(drain) and throw when destroyed afterwards: each
+// destructor's exception reaches on_error() once, and every other task still runs.
+TEST(handler_thread, a_closure_whose_destructor_throws_after_it_ran_goes_to_on_error) {
+  counts_errors errors;
+  handler_thread thread(errors);
+  cyan::dispatch::serial_token token;
+  gate blocked;
+  blocked.block(thread);
+  std::atomic<int> ran{ 0 };
+  thread.post([&ran, r = reposter(&thread)] { ++ran; });
+  for (int i = 0; i < 40; ++i) {
+    thread.post([&ran] { ++ran; });
+  }
+  thread.post([&ran, r = reposter(&thread)] { ++ran; });
+  thread.post([&ran, r = reposter(&thread)] { ++ran; }, 0ms);  // due at the stop: runs
+  thread.post(token, [&ran, r = reposter(&thread)] { ++ran; });
+  auto awaited = thread.post_awaitable([&ran, r = reposter(&thread)] { return ++ran; });
+  thread.stop(stop_mode::drain);
+  blocked.release();
+  thread.join();
+  EXPECT_EQ(ran.load(), 45);
+  EXPECT_EQ(errors.stopped.load(), 4);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);  // it ran, then its destructor threw
+  const auto stats = thread.stats();
+  EXPECT_EQ(stats.executed, 46u);
+  EXPECT_EQ(stats.cancelled, 0u);
 }
 
 }  // namespace

@@ -9,13 +9,16 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <latch>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/allocation_counter.h"
@@ -89,6 +92,37 @@ TEST(thread_pool, runs_tasks_on_its_workers_only) {
   EXPECT_EQ(seen.count(std::this_thread::get_id()), 0u);
   EXPECT_LE(seen.size(), 3u);
   EXPECT_GE(seen.size(), 1u);
+}
+
+// Every post form takes a closure that returns a value (the result is ignored), and a move-only
+// one: each runs exactly once (distinct weights, so a lost or doubled one changes the sum).
+TEST(thread_pool, post_accepts_closures_that_return_a_value) {
+  thread_pool pool(2);
+  cyan::dispatch::serial_token token;
+  std::latch done{ 6 };
+  std::atomic<int> sum{ 0 };
+  auto weighted = [&](int weight) {
+    return [&sum, &done, weight] {
+      sum.fetch_add(weight);
+      done.count_down();
+      return weight;
+    };
+  };
+  auto move_only = [&](int weight) {
+    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
+      sum.fetch_add(*owned);
+      done.count_down();
+      return std::move(owned);
+    };
+  };
+  pool.post(weighted(1));
+  pool.post(weighted(2), 1ms);
+  pool.post(token, weighted(4));
+  pool.post(move_only(8));
+  pool.post(move_only(16), 1ms);
+  pool.post(token, move_only(32));
+  done.wait();
+  EXPECT_EQ(sum.load(), 63);
 }
 
 TEST(thread_pool, post_awaitable_returns_results_and_exceptions) {
@@ -437,6 +471,90 @@ TEST(thread_pool, due_delayed_tasks_run_on_a_free_worker) {
 
 TEST(thread_pool, rejects_zero_threads) {
   EXPECT_THROW(thread_pool(0), std::invalid_argument);
+}
+
+// Posts to its pool from its destructor, unless moved from: after the pool's stop, that post
+// throws executor_stopped out of the destructor.
+struct reposter {
+  thread_pool* pool;
+  explicit reposter(thread_pool* p) : pool(p) {}
+  reposter(reposter&& other) noexcept : pool(std::exchange(other.pool, nullptr)) {}
+  ~reposter() noexcept(false) {
+    if (pool != nullptr) {
+      pool->post([] {});
+    }
+  }
+};
+
+// An error callback that counts executor_stopped and anything else.
+struct error_counts {
+  std::atomic<int> stopped{ 0 };
+  std::atomic<int> other{ 0 };
+
+  thread_pool::options options() {
+    thread_pool::options result;
+    result.on_error = [this](std::exception_ptr error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const executor_stopped&) {
+        stopped.fetch_add(1);
+      } catch (...) {
+        other.fetch_add(1);
+      }
+    };
+    return result;
+  }
+};
+
+// A closure whose destructor throws (it posts to the stopped pool) is reported to the error
+// callback when stop(discard) destroys it, plain or token task, and the stop goes on: every
+// other task is cancelled, nothing leaks. An awaitable's future reports the exception instead.
+TEST(thread_pool, a_discarded_closure_whose_destructor_throws_goes_to_the_error_callback) {
+  lifecycle::reset();
+  error_counts errors;
+  thread_pool pool(2, errors.options());
+  cyan::dispatch::serial_token token;
+  std::atomic<int> ran{ 0 };
+  gate blockers(pool);
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  for (int i = 0; i < 100; ++i) {
+    pool.post([&ran, item = lifecycle(i)] { ran.fetch_add(1); });
+  }
+  pool.post(token, [&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  auto awaited = pool.post_awaitable([&ran, r = reposter(&pool)] { return ran.fetch_add(1); });
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  pool.stop(stop_mode::discard);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(errors.stopped.load(), 3);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+// The same for closures that ran during stop(drain) and throw when destroyed afterwards: each
+// destructor's exception reaches the error callback once, and every other task still runs.
+TEST(thread_pool, a_closure_whose_destructor_throws_after_it_ran_goes_to_the_error_callback) {
+  error_counts errors;
+  thread_pool pool(2, errors.options());
+  cyan::dispatch::serial_token token;
+  std::atomic<int> ran{ 0 };
+  gate blockers(pool);
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  for (int i = 0; i < 100; ++i) {
+    pool.post([&ran] { ran.fetch_add(1); });
+  }
+  pool.post(token, [&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  auto awaited = pool.post_awaitable([&ran, r = reposter(&pool)] { return ran.fetch_add(1); });
+  pool.post([&ran, r = reposter(&pool)] { ran.fetch_add(1); });
+  pool.stop(stop_mode::drain);
+  blockers.open();
+  pool.join();
+  EXPECT_EQ(ran.load(), 104);
+  EXPECT_EQ(errors.stopped.load(), 3);
+  EXPECT_EQ(errors.other.load(), 0);
+  EXPECT_THROW(awaited.get(), executor_stopped);  // it ran, then its destructor threw
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "event/loop_support.h"
@@ -451,6 +452,93 @@ TEST_F(TimerWheelTest, DestroyingTheWheelDestroysItsCallbacksWithoutRunningThem)
   pause.start();
   ASSERT_TRUE(run_once_until(loop_, [&] { return idle; }));
   EXPECT_EQ(ran, 0);
+}
+
+// The wheel destroys its callbacks while all of it is alive, so their destructors may use it: a
+// post made then is destroyed unrun too, and a cancel destroys its target if it was still there.
+using timer_wheel_teardown = TimerWheelTest;
+
+// Posts `[ran, lifecycle] { ++*ran; }` from its destructor, unless moved from.
+struct posts_when_destroyed {
+  timer_wheel* wheel;
+  int* ran;
+  int* posted;
+  posts_when_destroyed(timer_wheel* w, int* r, int* p) : wheel(w), ran(r), posted(p) {}
+  posts_when_destroyed(posts_when_destroyed&& other) noexcept
+      : wheel(std::exchange(other.wheel, nullptr)), ran(other.ran), posted(other.posted) {}
+  ~posts_when_destroyed() {
+    if (wheel != nullptr) {
+      wheel->post([ran = ran, item = lifecycle(1)] { ++*ran; }, 1ms);
+      ++*posted;
+    }
+  }
+};
+
+// Counts its destructions, unless moved from.
+struct counts_destruction {
+  int* destroyed;
+  explicit counts_destruction(int* d) : destroyed(d) {}
+  counts_destruction(counts_destruction&& other) noexcept
+      : destroyed(std::exchange(other.destroyed, nullptr)) {}
+  ~counts_destruction() {
+    if (destroyed != nullptr) {
+      ++*destroyed;
+    }
+  }
+};
+
+// Cancels `*target` from its destructor, unless moved from, and counts in `consistent` whether
+// cancel() said true exactly when the target had not been destroyed yet.
+struct cancels_when_destroyed {
+  timer_wheel* wheel;
+  const timer_wheel::id* target;
+  const int* target_destroyed;
+  int* consistent;
+  cancels_when_destroyed(timer_wheel* w, const timer_wheel::id* t, const int* d, int* c)
+      : wheel(w), target(t), target_destroyed(d), consistent(c) {}
+  cancels_when_destroyed(cancels_when_destroyed&& other) noexcept
+      : wheel(std::exchange(other.wheel, nullptr)),
+        target(other.target),
+        target_destroyed(other.target_destroyed),
+        consistent(other.consistent) {}
+  ~cancels_when_destroyed() {
+    if (wheel != nullptr) {
+      const bool still_there = *target_destroyed == 0;
+      *consistent += wheel->cancel(*target) == still_there ? 1 : 0;
+    }
+  }
+};
+
+TEST_F(timer_wheel_teardown, callback_destructors_may_post_and_cancel_while_the_wheel_dies) {
+  int ran = 0;
+  int posted = 0;
+  int consistent = 0;
+  std::array<int, 2> target_destroyed{};
+  std::array<timer_wheel::id, 2> target{};
+  {
+    timer_wheel wheel{ loop_ };
+    wheel.start();
+    // One target posted before its canceller and one after, so that whatever order the wheel
+    // destroys in, one cancel is likely to find its target still there and one not.
+    target[0] = wheel.post([&ran, c = counts_destruction(&target_destroyed[0])] { ++ran; }, 1h);
+    wheel.post([&ran, c = cancels_when_destroyed(&wheel, &target[0], &target_destroyed[0],
+                                                 &consistent)] { ++ran; },
+               1h);
+    for (int i = 0; i < 3; ++i) {
+      wheel.post([&ran, p = posts_when_destroyed(&wheel, &ran, &posted)] { ++ran; }, 1h);
+    }
+    wheel.post([&ran, c = cancels_when_destroyed(&wheel, &target[1], &target_destroyed[1],
+                                                 &consistent)] { ++ran; },
+               1h);
+    target[1] = wheel.post([&ran, c = counts_destruction(&target_destroyed[1])] { ++ran; }, 1h);
+    EXPECT_EQ(wheel.size(), 7u);
+    EXPECT_TRUE(wheel.is_armed());
+  }
+  EXPECT_EQ(ran, 0);
+  EXPECT_EQ(posted, 3);
+  EXPECT_EQ(lifecycle::live(), 0) << "an entry posted during destruction was not destroyed";
+  EXPECT_EQ(target_destroyed, (std::array<int, 2>{ 1, 1 }));
+  EXPECT_EQ(consistent, 2);
 }
 
 TEST_F(TimerWheelTest, CallbackExceptionsGoToTheLoopsErrorHandlerAndTheRestStillRun) {

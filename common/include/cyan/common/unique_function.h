@@ -15,9 +15,14 @@ class unique_function;
 /// A move-only, type-erased callable: what std::function would be if it accepted move-only
 /// closures (a std::packaged_task, a std::unique_ptr capture). std::move_only_function is C++23.
 ///
-/// A closure of at most `inline_capacity` bytes whose move constructor is noexcept is stored
-/// inline, with no allocation; a larger one is moved to the heap once, on construction.
-/// Moving a unique_function never allocates and never throws.
+/// A closure of at most `inline_capacity` bytes whose move constructor and destructor are
+/// noexcept is stored inline, with no allocation; any other is moved to the heap once, on
+/// construction. Moving a unique_function never allocates and never throws (nor runs the
+/// destructor of a closure whose destructor may throw).
+///
+/// A closure's destructor may throw (a capture with a `noexcept(false)` destructor): reset()
+/// propagates that exception. The destructor, move assignment and `= nullptr` are noexcept, so
+/// there it terminates the process: whoever may hold such a closure destroys it with reset().
 /// Not thread-safe: one object is used by one thread at a time (it may be moved between threads).
 template <typename R, typename... Args>
 class unique_function<R(Args...)> {
@@ -28,8 +33,9 @@ class unique_function<R(Args...)> {
   unique_function() noexcept = default;
   unique_function(std::nullptr_t) noexcept {}
 
-  /// Wraps `f`. Throws whatever moving or copying `f` throws, or std::bad_alloc when `f` does
-  /// not fit inline and the allocation fails; `*this` is then not constructed.
+  /// Wraps `f`; with R = void, what `f` returns is discarded. Throws whatever moving or copying
+  /// `f` throws, or std::bad_alloc when `f` does not fit inline and the allocation fails;
+  /// `*this` is then not constructed.
   template <typename F>
     requires(!std::is_same_v<std::remove_cvref_t<F>, unique_function> &&
              std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
@@ -49,18 +55,26 @@ class unique_function<R(Args...)> {
 
   unique_function& operator=(unique_function&& other) noexcept {
     if (this != &other) {
-      reset();
+      clear();
       take(other);
     }
     return *this;
   }
 
   unique_function& operator=(std::nullptr_t) noexcept {
-    reset();
+    clear();
     return *this;
   }
 
-  ~unique_function() { reset(); }
+  ~unique_function() { clear(); }
+
+  /// Destroys the held closure, if any, leaving `*this` empty. Throws what the closure's
+  /// destructor throws; the closure is destroyed and its memory freed all the same.
+  void reset() {
+    if (ops_ != nullptr) {
+      std::exchange(ops_, nullptr)->destroy(storage_);
+    }
+  }
 
   /// Calls the wrapped closure. Throws std::bad_function_call when empty, and whatever the
   /// closure throws.
@@ -86,35 +100,48 @@ class unique_function<R(Args...)> {
   template <typename F>
   static constexpr bool stored_inline = sizeof(F) <= inline_capacity &&
                                         alignof(F) <= alignof(std::max_align_t) &&
-                                        std::is_nothrow_move_constructible_v<F>;
+                                        std::is_nothrow_move_constructible_v<F> &&
+                                        std::is_nothrow_destructible_v<F>;
 
  private:
   struct operations {
     R (*invoke)(void* storage, Args&&... args);
     // Move-constructs the closure from `from` into `to`, then destroys the one in `from`.
     void (*relocate)(void* from, void* to) noexcept;
-    void (*destroy)(void* storage) noexcept;
+    // May throw what the closure's destructor throws (only a heap-stored closure's may).
+    void (*destroy)(void* storage);
   };
+
+  // Invokes `f`; for R = void a result is discarded (like std::invoke_r, which is C++23).
+  template <typename F>
+  static R call(F& f, Args&&... args) {
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(f, std::forward<Args>(args)...);
+    } else {
+      return std::invoke(f, std::forward<Args>(args)...);
+    }
+  }
 
   template <typename F>
   static constexpr operations inline_ops{
       [](void* storage, Args&&... args) -> R {
-        return std::invoke(*static_cast<F*>(storage), std::forward<Args>(args)...);
+        return call(*static_cast<F*>(storage), std::forward<Args>(args)...);
       },
       [](void* from, void* to) noexcept {
         ::new (to) F(std::move(*static_cast<F*>(from)));
         static_cast<F*>(from)->~F();
       },
-      [](void* storage) noexcept { static_cast<F*>(storage)->~F(); },
+      [](void* storage) noexcept { static_cast<F*>(storage)->~F(); },  // stored_inline: nothrow
   };
 
   template <typename F>
   static constexpr operations heap_ops{
       [](void* storage, Args&&... args) -> R {
-        return std::invoke(**static_cast<F**>(storage), std::forward<Args>(args)...);
+        return call(**static_cast<F**>(storage), std::forward<Args>(args)...);
       },
       [](void* from, void* to) noexcept { ::new (to) F*(*static_cast<F**>(from)); },
-      [](void* storage) noexcept { delete *static_cast<F**>(storage); },
+      // The delete expression frees the memory even when the destructor throws.
+      [](void* storage) { delete *static_cast<F**>(storage); },
   };
 
   void take(unique_function& other) noexcept {
@@ -124,11 +151,8 @@ class unique_function<R(Args...)> {
     }
   }
 
-  void reset() noexcept {
-    if (ops_ != nullptr) {
-      std::exchange(ops_, nullptr)->destroy(storage_);
-    }
-  }
+  // reset() where nothing may throw: a throwing closure destructor terminates here.
+  void clear() noexcept { reset(); }
 
   alignas(std::max_align_t) unsigned char storage_[inline_capacity];
   const operations* ops_ = nullptr;

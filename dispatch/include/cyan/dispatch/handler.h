@@ -15,7 +15,8 @@ struct handler_access;
 ///
 /// - on_initialize() once, before any posted work or message;
 /// - on_message() for each send(), in send order per sending thread;
-/// - on_error() for each exception thrown by a posted closure, by on_message() or by
+/// - on_error() for each exception thrown by a posted closure (or by its destructor, when the
+///   thread destroys it after it ran or unrun at stop), by on_message() or by
 ///   on_initialize() (a throw that is not a std::exception arrives as
 ///   std::runtime_error("unknown exception")); the thread keeps running afterwards;
 /// - on_finalize() once, after the last posted work ran (or was cancelled) at stop.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -227,11 +228,13 @@ class handler_thread : noncopyable {
   }
 
   void send_at(std::any message, clock::time_point due);
+  // token_tracker_'s error sink (see serial_tracker::report()).
+  static bool report_token_error(void* self, std::exception_ptr error) noexcept;
 
   detail::inbox inbox_;
   std::unique_ptr<detail::handler_thread_runtime> runtime_;
   // Last: destroyed first, it waits until no serial_token still holds a task for inbox_.
-  detail::serial_tracker token_tracker_;
+  detail::serial_tracker token_tracker_{ nullptr, this, &report_token_error };
 };
 
 }  // namespace cyan::dispatch

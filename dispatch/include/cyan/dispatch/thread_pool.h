@@ -27,7 +27,8 @@ class pool_core;
 struct thread_pool_options {
   /// Worker threads are named "<name>-<index>" (Linux keeps 15 bytes of a thread name).
   std::string name = "cyan-pool";
-  /// Receives what a fire-and-forget task (post(f), post(token, f), post(f, delay)) threw.
+  /// Receives what a fire-and-forget task (post(f), post(token, f), post(f, delay)) threw, or
+  /// its closure's destructor (when the pool destroys it, after it ran or unrun at stop).
   /// Called on the worker that ran the task, possibly on several workers at once; must not
   /// throw. Empty: print the exception on stderr. Awaitable tasks report to their future.
   std::function<void(std::exception_ptr)> on_error;

@@ -98,7 +98,11 @@ class timer_wheel : noncopyable {
                        duration resolution = std::chrono::milliseconds(1));
 
   /// Destroys every entry left without running it (its callback is destroyed) and stops the
-  /// loop timer. Must not be called from one of the wheel's callbacks.
+  /// loop timer. Must not be called from one of the wheel's callbacks. The destructor of a
+  /// callback it destroys may still use the wheel: post() adds an entry as usual, which is
+  /// destroyed unrun too before ~timer_wheel() returns (and never arms the timer); cancel()
+  /// destroys an entry not destroyed yet and returns true, or returns false for one already
+  /// gone. Entries are destroyed in no particular order.
   ~timer_wheel();
 
   /// Starts running entries as they fall due (overdue ones at once); does nothing when started.
@@ -223,7 +227,7 @@ class timer_wheel : noncopyable {
   loop::clock::time_point round_ = kNoRound;
   tick_type round_ceiling_ = 0;
   detail::timer_wheel_core core_;
-  timer timer_;  // after core_: destroyed (stopped) first
+  timer timer_;  // after core_: destroyed (stopped) first, once ~timer_wheel() emptied core_
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for
   bool running_ = false;
   std::exception_ptr pending_error_;  // thrown by a callback, rethrown to the loop by on_timer()

@@ -142,8 +142,11 @@ class shared_state : public state_core {
     }
   }
 
-  void store_cancellation() noexcept {
-    result_.template emplace<kError>(std::make_exception_ptr(task_cancelled{}));
+  void store_cancellation() noexcept { store_error(std::make_exception_ptr(task_cancelled{})); }
+
+  /// Replaces the result with `error`. [producer]
+  void store_error(std::exception_ptr error) noexcept {
+    result_.template emplace<kError>(std::move(error));
   }
 
  private:
@@ -159,7 +162,9 @@ class shared_state : public state_core {
 
 /// The single heap block of an awaitable task: shared state and closure side by side. The
 /// closure is destroyed as soon as it has run (or been cancelled), before the future becomes
-/// ready, so whatever it captured is released by the time get() returns.
+/// ready, so whatever it captured is released by the time get() returns. What the closure's
+/// destructor throws (a capture whose destructor is noexcept(false)) becomes the future's
+/// result, in place of the value, the task's exception or task_cancelled.
 template <typename T, typename F>
 class task_state final : public shared_state<T> {
  public:
@@ -168,20 +173,32 @@ class task_state final : public shared_state<T> {
 
   void run() noexcept override {
     this->store_result_of(function_);
-    function_.~F();
+    destroy_function();
     this->mark_ready();
     this->release();
   }
 
   void cancel() noexcept override {
-    function_.~F();
     this->store_cancellation();
+    destroy_function();
     this->mark_ready();
     this->release();
   }
 
  private:
-  ~task_state() override {}  // function_ was destroyed by run() or cancel()
+  ~task_state() noexcept override {}  // function_ was destroyed by run() or cancel()
+
+  void destroy_function() noexcept {
+    if constexpr (std::is_nothrow_destructible_v<F>) {
+      function_.~F();
+    } else {
+      try {
+        function_.~F();
+      } catch (...) {
+        this->store_error(std::current_exception());
+      }
+    }
+  }
 
   union {
     F function_;

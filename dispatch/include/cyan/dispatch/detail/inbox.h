@@ -12,6 +12,7 @@
 
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
+#include "cyan/dispatch/detail/destroy_task.h"
 #include "cyan/dispatch/detail/inbox_channel.h"
 #include "cyan/dispatch/detail/producer_cache.h"
 #include "cyan/lockfree/queue.h"
@@ -202,7 +203,8 @@ class inbox : noncopyable {
   /// Whether tasks are being discarded (stop(discard) was called).
   [[nodiscard]] bool discarding() const noexcept { return (load_state() & kDiscard) != 0; }
 
-  /// Runs `task`, counting it and reporting what it throws.
+  /// Runs `task`, counting it, then destroys it (leaving it empty); reports what it or its
+  /// destructor throws.
   void run_task(inbox_task& task) noexcept {
     // release: pairs with the acquire load in read_counters().
     executed_.store(executed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -213,14 +215,20 @@ class inbox : noncopyable {
     } catch (...) {
       report_unknown();
     }
+    destroy(task);
   }
 
-  /// Destroys `task` unrun (an awaitable reports task_cancelled), counting it.
+  /// Destroys `task` unrun (an awaitable reports task_cancelled), counting it; reports what its
+  /// destructor throws.
   void cancel_task(inbox_task& task) noexcept {
-    task = nullptr;
+    destroy(task);
     // release: pairs with the acquire load in read_counters().
     cancelled_.store(cancelled_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
+
+  /// Gives the owner what a task or a task's destructor threw (anything not a std::exception as
+  /// std::runtime_error("unknown exception")).
+  void report(std::exception_ptr error) noexcept;
 
  private:
   static constexpr std::uint32_t kSleeping = 1;  // the consumer is (about to be) blocked
@@ -300,6 +308,10 @@ class inbox : noncopyable {
                    inbox_channel* lane = nullptr);
   void push_shared(envelope&& item);
   [[noreturn]] static void throw_stopped();
+  // Every task the inbox ran or cancels is destroyed here, before its slot or envelope is reused.
+  void destroy(inbox_task& task) noexcept {
+    destroy_task(task, [this](std::exception_ptr error) { report(std::move(error)); });
+  }
   void wake() noexcept;
   void begin_wake() noexcept;
   void end_wake() noexcept;

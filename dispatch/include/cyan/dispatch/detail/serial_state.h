@@ -52,9 +52,10 @@ class serial_state : noncopyable {
     serial_tracker* tracker = nullptr;
   };
 
-  // Runs the current task; on an exception, passes the turn on and drops the step's reference
-  // before it propagates.
-  void run_current();
+  // Runs and destroys the current task; on an exception (from the task or its destructor),
+  // passes the turn on and drops the step's reference before it propagates. `here` is the
+  // running step's executor (see serial_tracker::report()).
+  void run_current(const serial_tracker* here);
   // Called once per task when it finished or was cancelled: passes the turn on if tasks wait.
   void finish_one() noexcept;
   // Counts the current task finished; if more wait, makes the next one current and returns

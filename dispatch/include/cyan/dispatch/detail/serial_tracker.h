@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 
 #include "cyan/common/noncopyable.h"
@@ -14,7 +15,8 @@ namespace cyan::dispatch::detail {
 /// and so that a stopping executor learns when the last one arrives. Every executor that takes
 /// token tasks (thread_pool, handler_thread) owns one and passes it to serial_access::submit();
 /// it also identifies the executor: a token runs its next task inline, in the step that ran the
-/// previous one, when both went to the same tracker and the executor is not stopping.
+/// previous one, when both went to the same tracker and the executor is not stopping. And it
+/// leads to the executor's error path, for what the destructor of one of its token tasks throws.
 ///
 /// Declare it after every member the executor's poster uses: its destructor waits, so it must
 /// run before theirs. Counting is lock-free; the mutex is only taken when the count drops to
@@ -22,11 +24,16 @@ namespace cyan::dispatch::detail {
 class serial_tracker : noncopyable {
  public:
   using callback = void (*)(void* context) noexcept;
+  /// Takes an exception to the executor's error path; returns false when it cannot here (then
+  /// report() prints it on stderr).
+  using error_sink = bool (*)(void* context, std::exception_ptr error) noexcept;
 
   /// `on_released(context)`, when given, runs each time the count drops to zero after
   /// stopping() was called, on the thread that handed over or cancelled the last task.
-  explicit serial_tracker(callback on_released = nullptr, void* context = nullptr) noexcept
-      : on_released_(on_released), context_(context) {}
+  /// `on_error(context, error)`, when given, receives what report() is given.
+  explicit serial_tracker(callback on_released = nullptr, void* context = nullptr,
+                          error_sink on_error = nullptr) noexcept
+      : on_released_(on_released), on_error_(on_error), context_(context) {}
 
   /// Waits until every token task of the executor was handed over or cancelled, and every
   /// on_released call has returned.
@@ -43,6 +50,11 @@ class serial_tracker : noncopyable {
   [[nodiscard]] bool released() const noexcept {
     return (state_.load(std::memory_order_seq_cst) >> kCountShift) == 0;
   }
+
+  /// What the destructor of a token task for this executor threw (the task was cancelled, or
+  /// had thrown itself): to the error sink, or to stderr when there is none or it declines.
+  /// `tracker` may be null (a token task without a tracker): stderr. [any thread]
+  static void report(const serial_tracker* tracker, std::exception_ptr error) noexcept;
 
   /// Whether a token may run the executor's next task inline (see the class comment).
   [[nodiscard]] bool inlining() const noexcept {
@@ -67,6 +79,7 @@ class serial_tracker : noncopyable {
   void remove() noexcept;
 
   const callback on_released_;
+  const error_sink on_error_;
   void* const context_;
   std::atomic<std::uint64_t> state_{ 0 };
   // The slow path: the last on_released call's end and the waiter meet under mutex_, so the

@@ -72,8 +72,13 @@ class timer_wheel_core : noncopyable {
   /// 2^48 ticks); throws std::invalid_argument otherwise, or when `on_error` is empty. The
   /// current tick starts at 0.
   explicit timer_wheel_core(error_handler on_error, unsigned levels = 6, unsigned slot_bits = 6);
-  /// Destroys every callback still held without running it.
-  ~timer_wheel_core();
+  /// Destroys every callback still held without running it (clear()).
+  ~timer_wheel_core() { clear(); }
+
+  /// Destroys every entry without running it, leaving the core empty. A callback's destructor
+  /// may insert and cancel meanwhile: what it inserts is destroyed too before clear() returns.
+  /// Must not be called from a callback.
+  void clear() noexcept;
 
   /// Adds `f` (any callable with no arguments; its result is ignored) to run at tick `due`; a
   /// due tick not after now() is moved to now() + 1 (an entry never fires during the tick that is
