@@ -131,8 +131,8 @@ void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
 }
 
 pool_core::delayed_task::~delayed_task() {
-  if (core_ != nullptr) {
-    task_ = nullptr;  // not due before the stop: cancelled (an awaitable reports it)
+  if (core_ != nullptr) {  // not due before the stop: cancelled (an awaitable reports it)
+    destroy_task(task_, [this](std::exception_ptr error) { core_->report(std::move(error)); });
     core_->leave_delayed();
   }
 }
@@ -144,8 +144,8 @@ void pool_core::delayed_task::operator()() {
   try {
     core->post_handed_over(std::move(task_));
   } catch (...) {  // std::bad_alloc from the queue: the task is dropped, and says so
-    task_ = nullptr;
     core->report(std::current_exception());
+    destroy_task(task_, [core](std::exception_ptr error) { core->report(std::move(error)); });
   }
   core->leave_delayed();
 }
