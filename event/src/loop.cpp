@@ -1,5 +1,6 @@
 #include "cyan/event/loop.h"
 
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,15 @@ struct loop_callbacks {
     if (self->stop_requested_.exchange(false)) {
       ev_break(raw, EVBREAK_ALL);
     }
+  }
+
+  // The timerfd of loop::wake_by() expired: waking up was the whole point. Clears the expiry;
+  // the round that follows runs the timers that are due.
+  static void precise_wake(struct ev_loop* raw, ev_io* watcher, int) noexcept {
+    auto* self = static_cast<loop*>(ev_userdata(raw));
+    std::uint64_t expirations = 0;
+    [[maybe_unused]] const ssize_t got = ::read(watcher->fd, &expirations, sizeof expirations);
+    self->precise_wake_at_ = loop::clock::time_point::max();
   }
 };
 
@@ -147,13 +157,50 @@ void loop::attach(struct ev_loop* raw) {
   auto* stop_watcher = ::new (static_cast<void*>(stop_watcher_.bytes)) ev_async{};
   ev_async_init(stop_watcher, &detail::loop_callbacks::stop_request);
   ev_async_start(raw_, stop_watcher);
+  const unsigned precise = EVBACKEND_SELECT | EVBACKEND_KQUEUE | EVBACKEND_PORT;
+  coarse_waits_ = (ev_backend(raw_) & precise) == 0;
   now_ = clock::now();
 }
 
 loop::~loop() {
   assert(queued_events_.empty());
   ev_async_stop(raw_, detail::as<ev_async>(stop_watcher_));
+  if (precise_wake_fd_ >= 0) {
+    ev_io_stop(raw_, detail::as<ev_io>(precise_wake_watcher_));
+    ::close(precise_wake_fd_);
+  }
   ev_loop_destroy(raw_);
+}
+
+// Best effort: without a timerfd (descriptors exhausted) short timers fire late, not never.
+void loop::wake_by(clock::time_point deadline) noexcept {
+  if (!coarse_waits_ || deadline >= precise_wake_at_) {
+    return;  // the backend waits precisely, or an earlier wake is armed already
+  }
+  if (precise_wake_fd_ < 0) {
+    precise_wake_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (precise_wake_fd_ < 0) {
+      coarse_waits_ = false;
+      return;
+    }
+    auto* watcher = ::new (static_cast<void*>(precise_wake_watcher_.bytes)) ev_io{};
+    ev_io_init(watcher, &detail::loop_callbacks::precise_wake, precise_wake_fd_, EV_READ);
+    ev_io_start(raw_, watcher);
+  }
+  // steady_clock is CLOCK_MONOTONIC, the timerfd's clock.
+  static_assert(clock::is_steady);
+  const auto since_epoch = deadline.time_since_epoch();
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+  itimerspec spec{};
+  spec.it_value.tv_sec = static_cast<time_t>(seconds.count());
+  spec.it_value.tv_nsec = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(since_epoch - seconds).count());
+  if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) {
+    spec.it_value.tv_nsec = 1;  // zero would disarm the timerfd
+  }
+  if (::timerfd_settime(precise_wake_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) == 0) {
+    precise_wake_at_ = deadline;
+  }
 }
 
 bool loop::may_be_used_here() const noexcept {

@@ -79,14 +79,25 @@ void timer::start_countdown() {
   sequence_ = get_loop()->next_timer_sequence();
   start_raw();
   deadline_ = raw_timer->at;
+  wake_on_time(timeout_);
 }
 
 void timer::on_raw_event(int revents) noexcept {
   const double expired = deadline_;
   if (is_active()) {
     deadline_ = detail::as<ev_timer>(raw())->at;  // a repeating timer is already rescheduled
+    wake_on_time(repeat_);
   }
   queue_event(expired, sequence_, revents);
+}
+
+// A wait shorter than the backend honours (see loop::wake_by) would end up to 1 ms late.
+void timer::wake_on_time(double wait) noexcept {
+  using seconds = std::chrono::duration<double>;
+  if (wait > 0.0 && seconds(wait) < loop::kCoarseBackendWait) {
+    const auto& owner = get_loop();
+    owner->wake_by(owner->now() + std::chrono::ceil<loop::clock::duration>(seconds(wait)));
+  }
 }
 
 }  // namespace cyan::event

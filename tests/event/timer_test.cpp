@@ -66,6 +66,39 @@ TEST_F(TimerTest, SubMillisecondTimeoutsAreKept) {
   EXPECT_GE(fired_at - started, 300us) << "a sub-millisecond timeout was rounded down";
 }
 
+// A repeating sub-millisecond timer takes the loop's precise-wake path (a timerfd on epoll and
+// poll) on every expiry; a stopped one leaves it armed for nothing. Expect exactly 20 expiries,
+// the k-th no earlier than k intervals after the start, and a stopped timer silent.
+TEST_F(TimerTest, SubMillisecondRepeatsFireEveryIntervalNeverEarly) {
+  constexpr int kExpiries = 20;
+  timer t{ loop_ };
+  timer stopped{ loop_ };
+  bool stopped_fired = false;
+  stopped.set_timeout(100us);
+  stopped.set_callback([&] { stopped_fired = true; });
+  stopped.start();
+  stopped.stop();
+  t.set_timeout(300us);
+  t.set_repeat(300us);
+  std::vector<clock_type::duration> fired;
+  clock_type::time_point started;
+  t.set_callback([&] {
+    fired.push_back(clock_type::now() - started);
+    if (fired.size() == kExpiries) {
+      t.stop();
+      loop_->stop();
+    }
+  });
+  started = clock_type::now();
+  t.start();
+  ASSERT_TRUE(run_until_stopped(loop_));
+  ASSERT_EQ(fired.size(), static_cast<std::size_t>(kExpiries));
+  for (int k = 0; k < kExpiries; ++k) {
+    EXPECT_GE(fired[k], (k + 1) * 300us) << "expiry " << k << " came early";
+  }
+  EXPECT_FALSE(stopped_fired);
+}
+
 TEST_F(TimerTest, RepeatsUntilStoppedInsideItsOwnCallback) {
   int ticks = 0;
   timer t{ loop_ };

@@ -145,6 +145,13 @@ class loop : noncopyable {
   void refresh_time_if_idle() noexcept;
   std::uint64_t next_timer_sequence() noexcept { return timer_sequence_++; }
   void run_queued_events() noexcept;
+  /// Makes the loop wake up by `deadline` even where libev would wait longer: libev raises any
+  /// wait shorter than its backend's minimum (1 ms for epoll and poll) to that minimum, so a
+  /// shorter timer would fire up to 1 ms late. For timers whose timeout is below
+  /// kCoarseBackendWait; one timerfd per loop, armed for the earliest such deadline.
+  void wake_by(clock::time_point deadline) noexcept;
+  /// The shortest wait libev's epoll, poll, linux_aio and io_uring backends honour.
+  static constexpr std::chrono::milliseconds kCoarseBackendWait{ 1 };
 
   struct ev_loop* raw_ = nullptr;
   const bool is_main_;
@@ -162,6 +169,12 @@ class loop : noncopyable {
   std::uint64_t timer_sequence_ = 0;
   /// Events deferred by watcher_base::queue_event() during this round (expired timers).
   std::vector<detail::queued_event> queued_events_;
+  /// See wake_by(): whether the backend rounds short waits up, the timerfd (-1: none yet, or
+  /// none to be had), its ev_io, and the deadline it is armed for (max: not armed).
+  bool coarse_waits_ = false;
+  int precise_wake_fd_ = -1;
+  detail::raw_watcher precise_wake_watcher_;
+  clock::time_point precise_wake_at_ = clock::time_point::max();
 };
 
 /// The main loop: libev's default loop, the only one that may own signal watchers. Created on

@@ -10,8 +10,10 @@
 namespace cyan::event {
 
 /// Runs its callback once `timeout` after start(), then every `repeat` (when non-zero) until
-/// stopped. Durations are kept as double seconds (libev's unit), so sub-millisecond values are
-/// honoured; a timer never fires before its timeout has elapsed.
+/// stopped. Durations are kept as double seconds (libev's unit); a timer never fires before its
+/// timeout has elapsed. Sub-millisecond timeouts are honoured on every backend: libev's epoll
+/// and poll backends round any wait up to 1 ms, so for a timeout (or repeat) below 1 ms the
+/// loop also arms a timerfd that ends the wait on time (one syscall per such start).
 ///
 /// The countdown starts from the loop's time (loop::now()). A timer started from one of the
 /// loop's callbacks counts from the moment the loop woke up for that round, so every timer
@@ -56,6 +58,7 @@ class timer : public detail::basic_watcher<> {
  private:
   void on_raw_event(int revents) noexcept override;
   void start_countdown();
+  void wake_on_time(double wait) noexcept;
 
   double timeout_ = 0.0;
   double repeat_ = 0.0;
