@@ -125,12 +125,7 @@ class inbox : noncopyable {
   /// task throws; nothing is queued then.
   template <typename F>
   void post(F&& f) {
-    inbox_channel* lane = find_hot_channel(id_);
-    if (lane == nullptr) [[unlikely]] {
-      post_cold<kStopped>(std::forward<F>(f));
-      return;
-    }
-    post_to<kStopped>(*lane, std::forward<F>(f));
+    post_unless<kStopped>(std::forward<F>(f));
   }
 
   /// post() for work accepted before stop() and handed over only now (a serial_token's step):
@@ -138,12 +133,7 @@ class inbox : noncopyable {
   /// throws executor_stopped, nothing queued.
   template <typename F>
   void post_handed_over(F&& f) {
-    inbox_channel* lane = find_hot_channel(id_);
-    if (lane == nullptr) [[unlikely]] {
-      post_cold<kClosed>(std::forward<F>(f));
-      return;
-    }
-    post_to<kClosed>(*lane, std::forward<F>(f));
+    post_unless<kClosed>(std::forward<F>(f));
   }
 
   /// Queues `task` to be handed to the owner's schedule() for `due`. Throws like post().
@@ -304,8 +294,18 @@ class inbox : noncopyable {
     return state_.value.load(std::memory_order_acquire);
   }
 
-  // The fast path: this thread's lane is known. kRefused: kStopped for a post, kClosed for a
-  // hand-over.
+  // A post, refused when state_ has kRefused: kStopped for a post, kClosed for a hand-over.
+  template <std::uint32_t kRefused, typename F>
+  [[gnu::always_inline]] void post_unless(F&& f) {
+    inbox_channel* lane = find_hot_channel(id_);
+    if (lane == nullptr) [[unlikely]] {
+      post_cold<kRefused>(std::forward<F>(f));
+      return;
+    }
+    post_to<kRefused>(*lane, std::forward<F>(f));
+  }
+
+  // The fast path: this thread's lane is known.
   template <std::uint32_t kRefused, typename F>
   [[gnu::always_inline]] void post_to(inbox_channel& lane, F&& f) {
     std::uint32_t state;
