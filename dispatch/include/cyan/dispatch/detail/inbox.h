@@ -87,17 +87,17 @@ class inbox_owner {
 ///
 /// Stop. stop() sets kStopped with a seq_cst RMW; producers check it with the same load, so a
 /// post either sees it and throws executor_stopped (nothing pushed), or had set `active` before
-/// the load, and the consumer sees its task (the same argument, with kStopped in place of
-/// kSleeping). After the stop the consumer goes on serving, and sleeping, as before while its
+/// the load, and finish() below sees its task (the same argument, with kStopped in place of
+/// kSleeping). Between the two the consumer goes on serving, and sleeping, as before while its
 /// owner is expecting_hand_overs(): work accepted before the stop (a serial_token's next task)
-/// may still arrive through post_handed_over(), which kStopped does not refuse. kStopped no
-/// longer counts as work for the sleep check then; expecting_hand_overs() does, in its place,
-/// and whoever ends it (with a seq_cst RMW) calls notify() (a seq_cst load of kSleeping): the
-/// "No lost wake-up" argument again. Once the owner expects nothing more, finish() sets
-/// kClosed with a seq_cst RMW and then, after a heavy fence, waits until no lane is active and
-/// empties everything: a hand-over either sees kClosed and throws (which the owner's
-/// accounting rules out) or is seen by finish(), like a post that missed kStopped. So no
-/// accepted task is stranded, and every plain post after stop() returns throws.
+/// may still arrive, through post_handed_over(), which kStopped does not refuse. Meanwhile the
+/// sleep check counts the stop as work only once expecting_hand_overs() is false, and whoever
+/// makes it false does so with a seq_cst RMW and then calls notify() (a seq_cst load of
+/// kSleeping): the "No lost wake-up" argument again. Then finish() sets kClosed with a seq_cst
+/// RMW and, after a heavy fence, waits until no lane is active and empties everything: a
+/// hand-over either sees kClosed and throws (the owner's accounting rules that out) or is seen
+/// by finish(), like a post that missed kStopped. So no accepted task is stranded, and every
+/// plain post after stop() returns throws.
 ///
 /// Wake-ups. The wake itself (a syscall) happens after the window closed, so that a consumer
 /// woken by it never waits for its waker to leave the window (a waker preempted inside the
