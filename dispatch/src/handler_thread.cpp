@@ -59,10 +59,36 @@ void handler_thread::send_at(std::any message, clock::time_point due) {
 }
 
 void handler_thread::stop(stop_mode mode) noexcept {
-  inbox_.stop(mode == stop_mode::discard);
-  // Token tasks for this thread now go through the inbox (which refuses them) instead of
-  // running inline after the previous one, so a discard cancels them too.
+  // First: from now on the tracker's drop to zero wakes the thread (a drop before the stop is
+  // seen by the thread's first look at it), and token tasks for this thread go through the
+  // inbox instead of running inline after the previous one, so a discard cancels them too.
   token_tracker_.stopping();
+  inbox_.stop(mode == stop_mode::discard);
+}
+
+void handler_thread::begin_token_post() {
+  token_posts_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop" (runtime)
+  try {
+    inbox_.throw_if_stopped();
+  } catch (...) {
+    end_token_post();
+    throw;
+  }
+}
+
+void handler_thread::end_token_post() noexcept {
+  if (token_posts_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+    inbox_.notify_if_stopped();  // the last one out may end the thread's wait
+  }
+}
+
+bool handler_thread::expecting_hand_overs() const noexcept {
+  // In this order (see "Stop" in handler_thread_runtime.cpp).
+  return token_posts_.value.load(std::memory_order_seq_cst) != 0 || !token_tracker_.released();
+}
+
+void handler_thread::on_token_tasks_released(void* self) noexcept {
+  static_cast<handler_thread*>(self)->inbox_.notify();
 }
 
 void handler_thread::join() {

@@ -108,7 +108,7 @@ void handler_thread_runtime::tear_down() noexcept {
 
 void handler_thread_runtime::main() noexcept {
   call_handler(&handler_access::initialize);
-  while (!inbox_.stopped()) {
+  while (!inbox_.ready_to_finish()) {  // see "Stop" below
     try {
       run();
     } catch (std::exception& error) {  // from the loop or the timer: report, keep serving
@@ -121,9 +121,10 @@ void handler_thread_runtime::main() noexcept {
   inbox_.mark_finished();
 }
 
-// Drain, then work from elsewhere (a pool's hook), then spin, then sleep; until stop().
+// Drain, then work from elsewhere (a pool's hook), then spin, then sleep; until stop() and the
+// hand-overs it waits for (see "Stop" below).
 void handler_thread_runtime::run() {
-  while (!inbox_.stopped()) {
+  while (!inbox_.ready_to_finish()) {
     std::size_t taken = inbox_.drain(kBatch);
     if (taken == 0 && options_.idle_hook != nullptr) {
       taken = options_.idle_hook->run_elsewhere(owner_);
@@ -321,6 +322,22 @@ void handler_thread_runtime::cancel_delayed() noexcept {
 }
 
 // ---- stop ---------------------------------------------------------------------------------
+
+// Stop, in phases:
+// 1. stop() [any thread]: token_tracker_ watches (no more inline token runs; its drop to zero
+//    wakes the thread), then the inbox refuses posts (kStopped) and wakes the thread.
+// 2. serve: the thread goes on with its rounds (tasks, timers, spinning, sleeping) while the
+//    owner is expecting_hand_overs(): a post(token, f) is between its stop check and the end
+//    of its submit (token_posts_), or a token still holds a task for this thread
+//    (token_tracker_), to hand it over through inbox::post_handed_over(). Read in that order: a
+//    post that passed its check is counted in token_posts_ until its task is counted in the
+//    tracker, and one that comes later sees kStopped and throws (seq_cst on both sides), so once
+//    both read zero no hand-over can come any more. Whoever makes one of them zero after the
+//    stop calls inbox::notify(), so the thread sleeps while it waits (see "Stop" in inbox.h).
+// 3. finish(): the inbox closes (kClosed), waits out in-flight posts and runs (drain) or
+//    cancels (discard) everything queued; delayed work that is due runs (drain), the rest is
+//    cancelled.
+// 4. on_finalize(), tear_down(), mark_finished() (main()).
 
 void handler_thread_runtime::finish() noexcept {
   finishing_ = true;

@@ -53,6 +53,9 @@ class handler_thread_runtime final : public inbox_owner {
   void wake_thread() noexcept override { waker_->send(); }
   void report(std::exception& error) noexcept override { handler_access::error(handler_, error); }
   void schedule(clock::time_point due, inbox_task task) override;
+  [[nodiscard]] bool expecting_hand_overs() const noexcept override {
+    return owner_.expecting_hand_overs();
+  }
 
  private:
   // Drain rounds (or tasks) between two looks at the clock for loop_poll_interval.

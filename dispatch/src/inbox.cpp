@@ -44,14 +44,14 @@ inbox::shared_window::~shared_window() {
   target_.shared_active_.fetch_sub(1, std::memory_order_release);
 }
 
-void inbox::post_shared(envelope::kind what, inbox_task task, clock::time_point due,
-                        inbox_channel* lane) {
+void inbox::post_shared(std::uint32_t refused, envelope::kind what, inbox_task task,
+                        clock::time_point due, inbox_channel* lane) {
   std::uint32_t state;
   {
     const shared_window window(*this);
     state = state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
-    if ((state & kStopped) != 0) {
-      throw_stopped();
+    if ((state & refused) != 0) {
+      throw_refused(refused);
     }
     push_shared(envelope{ std::move(task), due, lane, what });
     if ((state & kSleeping) != 0) {
@@ -88,7 +88,7 @@ inbox_channel* inbox::open_channel() {
     registry_.push_back(lane.get());
   }
   try {
-    post_shared(envelope::kind::open_channel, nullptr, {}, lane.get());
+    post_shared(kClosed, envelope::kind::open_channel, nullptr, {}, lane.get());
   } catch (...) {
     const std::lock_guard lock(registry_mutex_);
     std::erase(registry_, lane.get());
@@ -99,6 +99,13 @@ inbox_channel* inbox::open_channel() {
 
 void inbox::throw_stopped() {
   throw executor_stopped("cyan::dispatch::handler_thread: post after stop()");
+}
+
+void inbox::throw_refused(std::uint32_t refused) {
+  if (refused == kClosed) {
+    throw executor_stopped("cyan::dispatch::handler_thread: work handed over after it finished");
+  }
+  throw_stopped();
 }
 
 void inbox::wake() noexcept {
@@ -243,7 +250,7 @@ void inbox::retire(inbox_channel* lane) noexcept {
 
 bool inbox::looks_busy() const noexcept {
   // relaxed: a hint for spinning; prepare_sleep() decides with the real protocol.
-  if ((state_.value.load(std::memory_order_relaxed) & kStopped) != 0 ||
+  if (stop_is_due(state_.value.load(std::memory_order_relaxed)) ||
       shared_pushed_.load(std::memory_order_relaxed) != shared_popped_) {
     return true;
   }
@@ -285,8 +292,7 @@ inbox::sleep_check inbox::prepare_sleep(bool (*extra_work)(void*) noexcept, void
   // Flags first: a post seen finished here has its task visible to anything_queued().
   const bool active = anything_active();
   sleep_check result = sleep_check::may_sleep;
-  if ((before & kStopped) != 0 || anything_queued() ||
-      (extra_work != nullptr && extra_work(context))) {
+  if (stop_is_due(before) || anything_queued() || (extra_work != nullptr && extra_work(context))) {
     result = sleep_check::work;
   } else if (active) {
     result = sleep_check::producer_busy;  // a post is between its flag and its push
@@ -304,12 +310,13 @@ void inbox::woke() noexcept {
 }
 
 void inbox::finish() noexcept {
-  // kStopped is set (we saw it): after this fence every post either shows as active below or
-  // sees kStopped and throws (see "Stop" in inbox.h).
+  // kStopped is set (we saw it) and kClosed is now: after this fence every post and hand-over
+  // either shows as active below or sees its bit and throws (see "Stop" in inbox.h).
+  state_.value.fetch_or(kClosed, std::memory_order_seq_cst);
   asymmetric_fence::heavy();
   for (;;) {
     // Looked at before draining: a post seen inactive here has pushed already (or will see
-    // kStopped and throw), so the drain below takes its task.
+    // kStopped, a hand-over kClosed, and throw), so the drain below takes its task.
     const bool active = anything_active();
     const std::size_t taken = drain(std::numeric_limits<std::size_t>::max());
     if (taken == 0 && !active) {

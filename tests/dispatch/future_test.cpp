@@ -5,6 +5,7 @@
 #include <atomic>
 #include <coroutine>
 #include <exception>
+#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -13,10 +14,12 @@
 #include <vector>
 
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/handler_thread.h"
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
 #include "support/detached.h"
 #include "support/lifecycle.h"
+#include "support/owned_coroutine.h"
 
 namespace {
 
@@ -211,6 +214,81 @@ TEST(future, co_await_on_a_ready_future_does_not_suspend) {
   await_error(std::move(cancelled), caught);
   { auto drop = std::move(cancelled_job); }
   EXPECT_EQ(caught.load(), 1);
+}
+
+using cyan::test::owned_coroutine;
+
+// Counts its resumption past the co_await; `alive` lives in the frame, so the lifecycle
+// counters show when the frame is freed.
+owned_coroutine await_and_count(future<int> f, std::atomic<int>& resumed) {
+  const lifecycle alive(1);
+  (void)co_await f;
+  resumed.fetch_add(1);
+}
+
+// Suspends once, then counts its resumption: a frame the test can hand to an awaiter by hand.
+owned_coroutine count_resumption(std::atomic<int>& resumed) {
+  co_await std::suspend_always{};
+  resumed.fetch_add(1);
+}
+
+// A task on `thread` that waits for `gate`, and a second one behind it: once the second one's
+// future is ready, the first has completed (and run whatever continuation it still had).
+struct gated_task {
+  explicit gated_task(cyan::dispatch::handler_thread& thread)
+      : result(thread.post_awaitable([this] {
+          gate.wait();
+          return 7;
+        })) {}
+
+  std::latch gate{ 1 };
+  future<int> result;
+};
+
+TEST(future, destroying_a_coroutine_suspended_in_co_await_withdraws_its_continuation) {
+  lifecycle::reset();
+  cyan::dispatch::handler_thread thread;
+  gated_task gated(thread);
+  std::atomic<int> resumed{ 0 };
+  owned_coroutine coroutine = await_and_count(std::move(gated.result), resumed);
+  EXPECT_FALSE(coroutine.done());  // suspended: the task waits for the gate
+  EXPECT_EQ(lifecycle::live(), 1);
+  coroutine.destroy();  // destroys the future in the frame: its continuation is withdrawn
+  EXPECT_EQ(lifecycle::live(), 0);
+  gated.gate.count_down();
+  auto behind = thread.post_awaitable([] { return 8; });
+  ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(behind.get(), 8);
+  // Expect no resumption of the freed frame (ASan reports it as a heap-use-after-free).
+  EXPECT_EQ(resumed.load(), 0);
+  thread.stop();
+  thread.join();
+  EXPECT_EQ(thread.stats().executed, 2u);
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+TEST(future, destroying_a_future_after_its_awaiter_suspended_withdraws_the_continuation) {
+  cyan::dispatch::handler_thread thread;
+  std::atomic<int> resumed{ 0 };
+  owned_coroutine coroutine = count_resumption(resumed);
+  {
+    gated_task gated(thread);
+    auto awaiter = gated.result.operator co_await();
+    EXPECT_FALSE(awaiter.await_ready());  // EXPECT: the gate must open below in any case
+    EXPECT_TRUE(awaiter.await_suspend(coroutine.handle()));
+    gated.result = future<int>();  // destroys the awaited one, its continuation registered
+    gated.gate.count_down();
+    auto behind = thread.post_awaitable([] { return 8; });
+    ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(behind.get(), 8);
+  }
+  // Expect the coroutine still suspended where the test left it, never resumed.
+  EXPECT_EQ(resumed.load(), 0);
+  EXPECT_FALSE(coroutine.done());
+  coroutine.destroy();
+  thread.stop();
+  thread.join();
+  EXPECT_EQ(thread.stats().executed, 2u);
 }
 
 TEST(future, racing_producers_and_blocking_consumers_see_every_result) {

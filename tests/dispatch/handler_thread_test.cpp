@@ -53,6 +53,19 @@ class gate {
   std::latch released_{ 1 };
 };
 
+// Counts a latch down when it goes out of scope, also when a check before that fails, so that
+// no thread is left blocked on it.
+class count_down_at_exit {
+ public:
+  explicit count_down_at_exit(std::latch& latch) : latch_(latch) {}
+  ~count_down_at_exit() { latch_.count_down(); }
+  count_down_at_exit(const count_down_at_exit&) = delete;
+  count_down_at_exit& operator=(const count_down_at_exit&) = delete;
+
+ private:
+  std::latch& latch_;
+};
+
 TEST(HandlerThread, PostRunsOnTheThreadInPostOrder) {
   handler_thread thread;
   std::vector<int> order;  // touched only on the handler thread until join()
@@ -366,6 +379,25 @@ TEST(HandlerThread, SerialTokenTasksOnTwoThreadsNeverOverlapAndKeepOrder) {
   }
 }
 
+// A token's next task is handed over by the task before it, here after stop(drain): it was
+// accepted before the stop, so the drain runs it (issue #11, item 3, exactly as reported).
+TEST(handler_thread, stop_drain_runs_a_token_task_handed_over_after_the_stop) {
+  cyan::dispatch::handler_thread h;
+  cyan::dispatch::serial_token t;
+  std::latch gate{ 1 };
+  h.post(t, [&] { gate.wait(); });
+  auto b = h.post_awaitable(t, [] { return 5; });
+  h.stop();  // drain
+  gate.count_down();
+  EXPECT_EQ(b.get(), 5);
+  h.join();
+  const auto stats = h.stats();
+  EXPECT_EQ(stats.posted, 2u);
+  EXPECT_EQ(stats.executed, 2u);
+  EXPECT_EQ(stats.cancelled, 0u);
+  EXPECT_EQ(t.pending(), 0u);
+}
+
 TEST(HandlerThread, StatsCountPostedExecutedAndQueued) {
   handler_thread thread;
   gate blocked;
@@ -403,6 +435,39 @@ TEST(HandlerThread, AnIdleThreadUsesNoCpu) {
   thread.post_awaitable([] {}).get();  // it has worked, spun and gone to sleep since
   const auto used = cpu_used_while_idle(1000ms);
   EXPECT_LT(used, 20ms) << "an idle handler_thread must sleep, not spin (2% of one core)";
+}
+
+// While a stopped thread waits for a token task held up by another executor, it serves its
+// inbox as usual (delayed work that comes due runs) and sleeps in its loop meanwhile.
+TEST(handler_thread, a_stopped_thread_waiting_for_a_token_hand_over_serves_and_sleeps) {
+  std::latch entered(1);  // before the threads, which may use them until they are joined
+  std::latch gate(1);
+  handler_thread elsewhere;
+  handler_thread thread;
+  cyan::dispatch::serial_token token;
+  elsewhere.post(token, [&] {
+    entered.count_down();
+    gate.wait();
+  });
+  entered.wait();
+  auto parked = thread.post_awaitable(token, [] { return 1; });
+  auto delayed = thread.post_awaitable([] { return 2; }, 20ms);
+  {
+    const count_down_at_exit opener(gate);
+    thread.stop();
+    ASSERT_EQ(delayed.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(delayed.get(), 2);
+    EXPECT_TRUE(thread.is_stopping());
+    const auto used = cpu_used_while_idle(1000ms);
+    EXPECT_LT(used, 20ms) << "a thread waiting at stop must sleep, not spin (2% of one core)";
+  }
+  EXPECT_EQ(parked.get(), 1);
+  thread.join();
+  EXPECT_FALSE(thread.is_running());
+  EXPECT_EQ(thread.stats().executed, 2u);
+  elsewhere.stop();
+  elsewhere.join();
+  EXPECT_EQ(token.pending(), 0u);
 }
 
 TEST(HandlerThread, DestructorDrainsAndJoins) {

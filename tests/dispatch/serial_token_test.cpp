@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <latch>
 #include <mutex>
@@ -268,9 +269,151 @@ TEST(serial_token, a_pool_stop_covers_its_tasks_waiting_in_a_token) {
   }
 }
 
-// A stopped handler_thread refuses the hand-over: each of its waiting token tasks is cancelled
-// (a long run of them must not nest one stack frame per task) and the token goes on.
-TEST(serial_token, tasks_for_a_stopped_handler_thread_are_cancelled_and_the_token_goes_on) {
+// A token spread over a thread_pool and two handler_threads, its current task blocked on a
+// gate on one of them (`gated`: 0 the pool, 1 and 2 the threads) while all three stop: every
+// later task is parked in the token, to be handed over after the stop.
+class spread_token {
+ public:
+  static constexpr int kTasks = 30;  // after the gate; task i goes to executor i % 3
+
+  explicit spread_token(int gated) {
+    post_to(gated, [this] {
+      entered_.count_down();
+      gate_.wait();
+    });
+    entered_.wait();  // the gate is the token's current task
+    for (int i = 0; i < kTasks; ++i) {
+      results_.push_back(post_awaitable_to(i % 3, [this, i] {
+        checker_.enter(i);
+        if (!on_its_executor(i % 3)) {
+          on_wrong_executor_.fetch_add(1);
+        }
+        checker_.leave();
+        return i;
+      }));
+    }
+  }
+
+  void stop_all(stop_mode mode) {
+    pool_.stop(mode);
+    first_.stop(mode);
+    second_.stop(mode);
+    EXPECT_THROW(pool_.post(token_, [] {}), executor_stopped);
+    EXPECT_THROW(first_.post(token_, [] {}), executor_stopped);
+    EXPECT_THROW(second_.post(token_, [] {}), executor_stopped);
+  }
+  // Opens the gate if the test has not (a check failed): no executor is left blocked on it.
+  ~spread_token() { open_gate(); }
+  spread_token(const spread_token&) = delete;
+  spread_token& operator=(const spread_token&) = delete;
+
+  void open_gate() {
+    if (!gate_open_) {
+      gate_open_ = true;
+      gate_.count_down();
+    }
+  }
+  void join_all() {
+    pool_.join();
+    first_.join();
+    second_.join();
+  }
+
+  std::vector<future<int>>& results() { return results_; }
+  serial_checker& checker() { return checker_; }
+  [[nodiscard]] int on_wrong_executor() const { return on_wrong_executor_.load(); }
+  [[nodiscard]] const serial_token& token() const { return token_; }
+  handler_thread& thread(int executor) { return executor == 1 ? first_ : second_; }
+
+ private:
+  template <typename F>
+  void post_to(int executor, F f) {
+    if (executor == 0) {
+      pool_.post(token_, std::move(f));
+    } else {
+      thread(executor).post(token_, std::move(f));
+    }
+  }
+  template <typename F>
+  future<int> post_awaitable_to(int executor, F f) {
+    if (executor == 0) {
+      return pool_.post_awaitable(token_, std::move(f));
+    }
+    return thread(executor).post_awaitable(token_, std::move(f));
+  }
+  bool on_its_executor(int executor) {
+    return executor == 0 ? pool_.is_current() : thread(executor).is_current();
+  }
+
+  // What the tasks use comes first: destroyed after the executors, which join their threads.
+  std::latch entered_{ 1 };
+  std::latch gate_{ 1 };
+  bool gate_open_ = false;
+  serial_checker checker_;
+  std::atomic<int> on_wrong_executor_{ 0 };
+  thread_pool pool_{ 2 };
+  handler_thread first_;
+  handler_thread second_;
+  serial_token token_;
+  std::vector<future<int>> results_;
+};
+
+// stop(drain) on every executor of a token runs every task the token had accepted, in token
+// order, each on its own executor: those a handler_thread gets only after its stop included.
+TEST(serial_token, stop_drain_on_every_executor_runs_every_parked_task_in_order) {
+  for (int gated = 0; gated < 3; ++gated) {
+    SCOPED_TRACE("gate on executor " + std::to_string(gated));
+    spread_token spread(gated);
+    spread.stop_all(stop_mode::drain);
+    spread.open_gate();
+    for (int i = 0; i < spread_token::kTasks; ++i) {
+      EXPECT_EQ(spread.results()[i].get(), i);
+    }
+    spread.join_all();
+    EXPECT_EQ(spread.checker().order(), iota(spread_token::kTasks));
+    EXPECT_EQ(spread.checker().overlaps(), 0);
+    EXPECT_EQ(spread.on_wrong_executor(), 0);
+    for (int executor = 1; executor < 3; ++executor) {
+      // kTasks / 3 token tasks each, handed over one by one, plus the gate on one of them.
+      const std::uint64_t expected = spread_token::kTasks / 3 + (gated == executor ? 1 : 0);
+      const auto stats = spread.thread(executor).stats();
+      EXPECT_EQ(stats.posted, expected);
+      EXPECT_EQ(stats.executed, expected);
+      EXPECT_EQ(stats.cancelled, 0u);
+    }
+    EXPECT_EQ(spread.token().pending(), 0u);
+  }
+}
+
+// stop(discard) on every executor cancels every task the token still held, wherever it goes:
+// each is handed over and cancelled by its executor, and none of them hangs the stop.
+TEST(serial_token, stop_discard_on_every_executor_cancels_every_parked_task) {
+  for (int gated = 0; gated < 3; ++gated) {
+    SCOPED_TRACE("gate on executor " + std::to_string(gated));
+    spread_token spread(gated);
+    spread.stop_all(stop_mode::discard);
+    spread.open_gate();
+    for (int i = 0; i < spread_token::kTasks; ++i) {
+      EXPECT_THROW(spread.results()[i].get(), task_cancelled);
+    }
+    spread.join_all();
+    EXPECT_EQ(spread.checker().order(), std::vector<int>{});
+    for (int executor = 1; executor < 3; ++executor) {
+      const std::uint64_t gate = gated == executor ? 1 : 0;  // it ran: it had started
+      const auto stats = spread.thread(executor).stats();
+      EXPECT_EQ(stats.posted, spread_token::kTasks / 3 + gate);
+      EXPECT_EQ(stats.executed, gate);
+      EXPECT_EQ(stats.cancelled, static_cast<std::uint64_t>(spread_token::kTasks / 3));
+    }
+    EXPECT_EQ(spread.token().pending(), 0u);
+  }
+}
+
+// A handler_thread stopped with discard still takes the hand-over of each token task it had
+// accepted, and cancels it (a long run of them must not nest one stack frame per task); the
+// token goes on.
+TEST(serial_token,
+     tasks_for_a_handler_thread_stopped_with_discard_are_cancelled_and_the_token_goes_on) {
   const int parked_count = static_cast<int>(env_or("CYAN_STRESS_ITEMS", 20000));
   thread_pool pool(1);
   handler_thread thread;
@@ -282,14 +425,18 @@ TEST(serial_token, tasks_for_a_stopped_handler_thread_are_cancelled_and_the_toke
     parked.push_back(thread.post_awaitable(token, [i] { return i; }));
   }
   auto after = pool.post_awaitable(token, [] { return -1; });
-  thread.stop();
-  thread.join();
+  thread.stop(stop_mode::discard);
   EXPECT_THROW(thread.post(token, [] {}), executor_stopped);
   release.count_down();
   EXPECT_EQ(after.get(), -1);
   for (auto& f : parked) {
     EXPECT_THROW(f.get(), task_cancelled);
   }
+  thread.join();
+  const auto stats = thread.stats();
+  EXPECT_EQ(stats.posted, static_cast<std::uint64_t>(parked_count));
+  EXPECT_EQ(stats.executed, 0u);
+  EXPECT_EQ(stats.cancelled, static_cast<std::uint64_t>(parked_count));
   pool.stop();
   pool.join();  // the last task's turn has passed (its future was ready a moment before)
   EXPECT_EQ(token.pending(), 0u);

@@ -34,8 +34,15 @@ class future {
     future(std::move(other)).swap(*this);
     return *this;
   }
+  /// Drops this future's reference to the result. A continuation that `co_await` registered
+  /// is withdrawn unless the task has completed already, so a coroutine destroyed while it is
+  /// suspended on this future (its frame destroys the future) is never resumed. Racing with the
+  /// completion on another thread, exactly one side wins: the resumption starts first (it then
+  /// runs concurrently with whatever destroys the future, a data race on the frame that the
+  /// caller must exclude), or it never happens.
   ~future() {
     if (state_ != nullptr) {
+      state_->withdraw_continuation();
       state_->release();
     }
   }
@@ -103,7 +110,8 @@ class future {
 
   /// `co_await future` suspends the coroutine until the task has finished, then resumes it on
   /// the thread that completed the task (immediately, if it already had); the co_await
-  /// expression yields get(). A future may be co_awaited once.
+  /// expression yields get(). A future may be co_awaited once. Destroying the suspended
+  /// coroutine (or this future) before the task completes cancels the resumption: see ~future().
   auto operator co_await() noexcept { return awaiter{ *this }; }
 
   void swap(future& other) noexcept { std::swap(state_, other.state_); }

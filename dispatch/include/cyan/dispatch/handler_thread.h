@@ -1,6 +1,7 @@
 #pragma once
 
 #include <any>
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/inbox.h"
@@ -91,7 +93,12 @@ struct handler_thread_stats {
 /// Stop: explicit. stop() asks the thread to finish (drain or discard, see stop_mode) and
 /// returns at once; join() waits for it; the destructor does stop(drain) then join(). Work
 /// that will never run (discarded, or delayed past the stop) is destroyed unrun, which completes
-/// its awaitable with task_cancelled. Posting after stop() throws executor_stopped.
+/// its awaitable with task_cancelled. Posting after stop() throws executor_stopped. Token tasks
+/// (post(token, f)) accepted before the stop count as posted even while they wait in the token
+/// for an earlier task on another executor: the thread serves its inbox (and sleeps when idle)
+/// until the token has handed each of them over, and then runs it (drain) or cancels it
+/// (discard). So a stop may take as long as those earlier tasks; delayed work that comes due
+/// meanwhile runs (drain).
 class handler_thread : noncopyable {
  public:
   using options = handler_thread_options;
@@ -127,15 +134,18 @@ class handler_thread : noncopyable {
 
   /// Runs `f()` on this thread after every earlier task of `token` has finished and before any
   /// later one starts, even when the token's other tasks go to a thread_pool or to another
-  /// handler_thread. Throws like post().
+  /// handler_thread. Throws like post(); once it returned, a stop() no longer refuses `f` (it
+  /// runs it, or cancels it with discard), however late the token hands it over.
   template <detail::postable F>
   void post(const serial_token& token, F&& f) {
-    // The token may hand f over later: a stop() made before this call is refused here, loudly
-    // (one racing with it cancels f when its turn comes).
-    inbox_.throw_if_stopped();
+    // The token may hand f over later, after a stop(): the window keeps the thread from
+    // finishing before submit() has counted f in token_tracker_ (see "Stop" in
+    // handler_thread_runtime.cpp), and refuses f, loudly, after stop().
+    const token_post_window window(*this);
     detail::serial_access::submit(
         token, std::forward<F>(f),
-        [this](unique_function<void()> job) { inbox_.post(std::move(job)); }, &token_tracker_);
+        [this](unique_function<void()> job) { inbox_.post_handed_over(std::move(job)); },
+        &token_tracker_);
   }
 
   /// Runs `f()` on this thread and returns the future of its result; the future reports what
@@ -185,8 +195,9 @@ class handler_thread : noncopyable {
   /// stop(discard) after stop(drain) still discards what has not started yet. Never throws.
   void stop(stop_mode mode = stop_mode::drain) noexcept;
 
-  /// Waits until the thread has finished (on_finalize() returned). Returns at once when it
-  /// already has. Needs a stop() first, or it waits forever. Throws std::system_error
+  /// Waits until the thread has finished (on_finalize() returned), which after stop() includes
+  /// its token tasks still waiting for other executors (see "Stop" above). Returns at once when
+  /// it already has. Needs a stop() first, or it waits forever. Throws std::system_error
   /// (resource_deadlock_would_occur) on the thread itself.
   void join();
 
@@ -227,14 +238,38 @@ class handler_thread : noncopyable {
     return now + std::chrono::ceil<clock::duration>(delay);
   }
 
+  // Counts a post(token, f) in token_posts_ for its whole scope; throws executor_stopped (and
+  // counts nothing) after stop().
+  class token_post_window {
+   public:
+    explicit token_post_window(handler_thread& target) : target_(target) {
+      target_.begin_token_post();
+    }
+    ~token_post_window() { target_.end_token_post(); }
+    token_post_window(const token_post_window&) = delete;
+    token_post_window& operator=(const token_post_window&) = delete;
+
+   private:
+    handler_thread& target_;
+  };
+
   void send_at(std::any message, clock::time_point due);
   // token_tracker_'s error sink (see serial_tracker::report()).
   static bool report_token_error(void* self, std::exception_ptr error) noexcept;
+  void begin_token_post();
+  void end_token_post() noexcept;
+  // After stop(): whether a token may still hand work over to inbox_. [the thread]
+  [[nodiscard]] bool expecting_hand_overs() const noexcept;
+  static void on_token_tasks_released(void* self) noexcept;
 
   detail::inbox inbox_;
   std::unique_ptr<detail::handler_thread_runtime> runtime_;
-  // Last: destroyed first, it waits until no serial_token still holds a task for inbox_.
-  detail::serial_tracker token_tracker_{ nullptr, this, &report_token_error };
+  // post(token, f) calls between their stop check and the end of their submit. Written by the
+  // posting threads; read by the thread once stopped.
+  cache_padded<std::atomic<std::uint32_t>> token_posts_;
+  // Last: destroyed first, it waits until no serial_token still holds a task for inbox_ (and
+  // its on_released call, which wakes the thread, has returned).
+  detail::serial_tracker token_tracker_{ &on_token_tasks_released, this, &report_token_error };
 };
 
 }  // namespace cyan::dispatch

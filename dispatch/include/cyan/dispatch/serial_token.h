@@ -24,8 +24,9 @@ struct serial_access;
 ///   sends exceptions: the pool's error callback, the handler's on_error(), or the future).
 /// - Destroying the last copy of a token while tasks are pending still runs them.
 /// - A token may mix executors (a pool and a handler_thread): tasks still never overlap, and
-///   each runs on the executor it was posted to. If that executor has stopped by the time the
-///   task's turn comes, the task is cancelled (an awaitable reports task_cancelled) and the
+///   each runs on the executor it was posted to. A stop() of that executor covers the task even
+///   when its turn comes later (it waits behind another executor's task): drain waits for the
+///   turn and runs it, discard cancels it (an awaitable reports task_cancelled); either way the
 ///   token moves on.
 class serial_token {
  public:

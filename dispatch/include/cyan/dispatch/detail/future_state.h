@@ -32,8 +32,9 @@ namespace detail {
 /// The result-type-independent part of a future's shared state: reference count, readiness,
 /// blocking waits (a futex on flags_, so no allocation and no syscall unless someone sleeps) and
 /// one continuation (a resumed coroutine, or the bridge to std::future).
-/// The producer (the job) completes it once; the consumer (the future's owner) waits or
-/// registers the continuation. Both may release their reference from any thread.
+/// The producer (the job) completes it once; the consumer (the future's owner) waits, or
+/// registers the continuation (and may withdraw it while the state is not ready). Both may release
+/// their reference from any thread.
 class state_core : noncopyable {
  public:
   using continuation_fn = void (*)(void* context) noexcept;
@@ -71,6 +72,21 @@ class state_core : noncopyable {
     // acq_rel: the release publishes continuation_/context_ to the acquire in mark_ready(); the
     // acquire pairs with mark_ready()'s release when the result is already there.
     return (flags_.fetch_or(kContinuation, std::memory_order_acq_rel) & kReady) == 0;
+  }
+
+  /// Withdraws the continuation set_continuation() registered, if the state is not ready yet:
+  /// for a consumer that goes away first (~future, e.g. with the frame of the coroutine that
+  /// awaited it). Atomic with mark_ready(): either mark_ready() took the continuation first
+  /// (it runs, or already ran, on the completing thread; returns false) or it never runs
+  /// (returns true). Returns false, too, when none is registered. [consumer]
+  bool withdraw_continuation() noexcept {
+    // relaxed: kContinuation is set only by the consumer, so this thread sees its own store.
+    if ((flags_.load(std::memory_order_relaxed) & kContinuation) == 0) {
+      return false;
+    }
+    // relaxed: what decides is the modification order of flags_ alone (mark_ready()'s fetch_or
+    // sees kContinuation or not); the withdrawn continuation_/context_ are never read.
+    return (flags_.fetch_and(~kContinuation, std::memory_order_relaxed) & kReady) == 0;
   }
 
   /// Runs the task, stores its result or exception, completes the state and drops the job's

@@ -37,6 +37,11 @@ class inbox_owner {
   virtual void report(std::exception& error) noexcept = 0;
   /// Takes a delayed task: it must later go to inbox::run_task() or inbox::cancel_task().
   virtual void schedule(std::chrono::steady_clock::time_point due, inbox_task task) = 0;
+  /// Whether work may still be handed over (inbox::post_handed_over()) from work accepted
+  /// before stop(): a stopped thread keeps serving its inbox until this is false, and it must
+  /// stay false once it was seen false after stop(). Reads with seq_cst loads; whoever makes
+  /// it false after stop() calls notify() (see "Stop").
+  [[nodiscard]] virtual bool expecting_hand_overs() const noexcept = 0;
 
  protected:
   ~inbox_owner() = default;
@@ -83,10 +88,17 @@ class inbox_owner {
 ///
 /// Stop. stop() sets kStopped with a seq_cst RMW; producers check it with the same load, so a
 /// post either sees it and throws executor_stopped (nothing pushed), or had set `active` before
-/// the load, and the consumer's finish() — a heavy fence once it saw kStopped, then waiting
-/// until no lane is active and emptying everything — sees its task (the same argument, with
-/// kStopped in place of kSleeping). So
-/// no accepted task is stranded, and every post after stop() returns throws.
+/// the load, and finish() below sees its task (the same argument, with kStopped in place of
+/// kSleeping). Between the two the consumer goes on serving, and sleeping, as before while its
+/// owner is expecting_hand_overs(): work accepted before the stop (a serial_token's next task)
+/// may still arrive, through post_handed_over(), which kStopped does not refuse. Meanwhile the
+/// sleep check counts the stop as work only once expecting_hand_overs() is false, and whoever
+/// makes it false does so with a seq_cst RMW and then calls notify() (a seq_cst load of
+/// kSleeping): the "No lost wake-up" argument again. Then finish() sets kClosed with a seq_cst
+/// RMW and, after a heavy fence, waits until no lane is active and empties everything: a
+/// hand-over either sees kClosed and throws (the owner's accounting rules that out) or is seen
+/// by finish(), like a post that missed kStopped. So no accepted task is stranded, and every
+/// plain post after stop() returns throws.
 ///
 /// Wake-ups. The wake itself (a syscall) happens after the window closed, so that a consumer
 /// woken by it never waits for its waker to leave the window (a waker preempted inside the
@@ -114,34 +126,47 @@ class inbox : noncopyable {
   /// task throws; nothing is queued then.
   template <typename F>
   void post(F&& f) {
-    inbox_channel* lane = find_hot_channel(id_);
-    if (lane == nullptr) [[unlikely]] {
-      post_cold(std::forward<F>(f));
-      return;
-    }
-    post_to(*lane, std::forward<F>(f));
+    post_unless<kStopped>(std::forward<F>(f));
+  }
+
+  /// post() for work accepted before stop() and handed over only now (a serial_token's step):
+  /// accepted after stop() too, until finish() closes the inbox (see "Stop"); after that it
+  /// throws executor_stopped, nothing queued.
+  template <typename F>
+  void post_handed_over(F&& f) {
+    post_unless<kClosed>(std::forward<F>(f));
   }
 
   /// Queues `task` to be handed to the owner's schedule() for `due`. Throws like post().
   void post_delayed(inbox_task task, clock::time_point due) {
-    post_shared(envelope::kind::delayed, std::move(task), due);
+    post_shared(kStopped, envelope::kind::delayed, std::move(task), due);
   }
 
-  /// Creates this thread's lane and announces it to the consumer. Throws executor_stopped
-  /// after stop(), std::bad_alloc. [producer: called by the thread cache]
+  /// Creates this thread's lane and announces it to the consumer. Throws executor_stopped once
+  /// finish() closed the inbox (a lane opened after stop() serves hand-overs), std::bad_alloc.
+  /// [producer: called by the thread cache]
   inbox_channel* open_channel();
 
   /// Refuses new posts and wakes the thread; `discard` also cancels queued tasks. Never throws.
   void stop(bool discard) noexcept;
 
   /// Wakes the thread if it sleeps: for producers that fed an idle_hook's source (see
-  /// idle_hook.h). Never throws.
+  /// idle_hook.h), and for whoever ended expecting_hand_overs() (see "Stop"). Never throws.
   void notify() noexcept;
 
+  /// notify() if stop() was called, for callers that end expecting_hand_overs() often but
+  /// matter only after a stop. Reads kStopped with a seq_cst load (see "Stop"). Never throws.
+  void notify_if_stopped() noexcept {
+    if ((state_.value.load(std::memory_order_seq_cst) & kStopped) != 0) {
+      notify();
+    }
+  }
+
   /// Throws executor_stopped after stop(): for callers that queue work elsewhere first (a
-  /// serial_token's queue) and hand it over later.
+  /// serial_token's queue) and hand it over later. A seq_cst load, for the owner's accounting of
+  /// such callers (see expecting_hand_overs()).
   void throw_if_stopped() const {
-    if (stopped()) {
+    if ((state_.value.load(std::memory_order_seq_cst) & kStopped) != 0) {
       throw_stopped();
     }
   }
@@ -167,7 +192,11 @@ class inbox : noncopyable {
   /// Returns how many entries it took (tasks run or cancelled, envelopes handled).
   std::size_t drain(std::size_t budget) noexcept;
 
-  /// A cheap, relaxed look for queued work or a stop, for spinning. [consumer]
+  /// Whether the thread should leave its loop for finish(): stop() was called and the owner
+  /// expects no more hand-overs. [consumer]
+  [[nodiscard]] bool ready_to_finish() const noexcept { return stop_is_due(load_state()); }
+
+  /// A cheap, relaxed look for queued work or a due stop, for spinning. [consumer]
   [[nodiscard]] bool looks_busy() const noexcept;
 
   /// What prepare_sleep() found.
@@ -192,9 +221,9 @@ class inbox : noncopyable {
   /// After the thread woke up (by a wake or anything else).
   void woke() noexcept;
 
-  /// After stop(): waits out in-flight posts and runs (drain) or cancels (discard) everything
-  /// queued, so that nothing accepted is left behind. Delayed tasks go to the owner's
-  /// schedule() as usual; the owner decides their fate.
+  /// After ready_to_finish(): closes the inbox to hand-overs, waits out in-flight posts and
+  /// runs (drain) or cancels (discard) everything queued, so that nothing accepted is left
+  /// behind. Delayed tasks go to the owner's schedule() as usual; the owner decides their fate.
   void finish() noexcept;
 
   /// Marks the thread finished (is_running() false). After finish().
@@ -235,6 +264,7 @@ class inbox : noncopyable {
   static constexpr std::uint32_t kStopped = 2;   // stop() was called: posts are refused
   static constexpr std::uint32_t kDiscard = 4;   // stop(discard): queued tasks are cancelled
   static constexpr std::uint32_t kFinished = 8;  // the thread has finished
+  static constexpr std::uint32_t kClosed = 16;   // finish() began: hand-overs are refused too
 
   struct envelope {
     enum class kind : std::uint8_t { task, delayed, open_channel };
@@ -273,15 +303,26 @@ class inbox : noncopyable {
     return state_.value.load(std::memory_order_acquire);
   }
 
+  // A post, refused when state_ has kRefused: kStopped for a post, kClosed for a hand-over.
+  template <std::uint32_t kRefused, typename F>
+  [[gnu::always_inline]] void post_unless(F&& f) {
+    inbox_channel* lane = find_hot_channel(id_);
+    if (lane == nullptr) [[unlikely]] {
+      post_cold<kRefused>(std::forward<F>(f));
+      return;
+    }
+    post_to<kRefused>(*lane, std::forward<F>(f));
+  }
+
   // The fast path: this thread's lane is known.
-  template <typename F>
+  template <std::uint32_t kRefused, typename F>
   [[gnu::always_inline]] void post_to(inbox_channel& lane, F&& f) {
     std::uint32_t state;
     {
       const active_window window(lane);
       state = state_.value.load(std::memory_order_seq_cst);  // see "No lost wake-up"
-      if ((state & kStopped) != 0) {
-        throw_stopped();
+      if ((state & kRefused) != 0) {
+        throw_refused(kRefused);
       }
       lane.push(std::forward<F>(f));
       if ((state & kSleeping) != 0) {
@@ -294,30 +335,34 @@ class inbox : noncopyable {
   }
 
   // The lane is not in the hot cache: look it up (maybe open it), or use the shared queue.
-  template <typename F>
+  template <std::uint32_t kRefused, typename F>
   [[gnu::noinline]] void post_cold(F&& f) {
     inbox_channel* lane = find_channel(*this);
     if (lane == nullptr) {
-      post_shared(envelope::kind::task, inbox_task(std::forward<F>(f)));
+      post_shared(kRefused, envelope::kind::task, inbox_task(std::forward<F>(f)));
     } else {
-      post_to(*lane, std::forward<F>(f));
+      post_to<kRefused>(*lane, std::forward<F>(f));
     }
   }
 
-  void post_shared(envelope::kind what, inbox_task task, clock::time_point due = {},
-                   inbox_channel* lane = nullptr);
+  void post_shared(std::uint32_t refused, envelope::kind what, inbox_task task,
+                   clock::time_point due = {}, inbox_channel* lane = nullptr);
   void push_shared(envelope&& item);
   [[noreturn]] static void throw_stopped();
   // Every task the inbox ran or cancels is destroyed here, before its slot or envelope is reused.
   void destroy(inbox_task& task) noexcept {
     destroy_task(task, [this](std::exception_ptr error) { report(std::move(error)); });
   }
+  [[noreturn]] static void throw_refused(std::uint32_t refused);
   void wake() noexcept;
   void begin_wake() noexcept;
   void end_wake() noexcept;
   void report_unknown() noexcept;
 
   // consumer helpers (inbox.cpp)
+  [[nodiscard]] bool stop_is_due(std::uint32_t state) const noexcept {
+    return (state & kStopped) != 0 && !owner_->expecting_hand_overs();
+  }
   std::size_t drain_shared(std::size_t budget) noexcept;
   std::size_t drain_lanes(std::size_t budget) noexcept;
   void handle(envelope& item) noexcept;
