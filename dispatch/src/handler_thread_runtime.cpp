@@ -121,8 +121,22 @@ void handler_thread_runtime::main() noexcept {
   inbox_.mark_finished();
 }
 
-// Drain, then work from elsewhere (a pool's hook), then spin, then sleep; until stop() and the
-// hand-overs it waits for (see "Stop" below).
+// A round of the thread, in order (run() loops over them until stop() and the hand-overs it
+// waits for, see "Stop" below):
+//   1. drain:        the inbox: the shared queue, then each producer's lane, at most kBatch
+//                    from each (inbox::drain);
+//   2. elsewhere:    only when the inbox was empty: the idle hook's work, a pool's shared queue
+//                    (idle_hook::run_elsewhere);
+//   3. after_round:  when something ran: every kLoopPollInterval of busy rounds, one
+//                    non-blocking turn of the loop for its timers and io (poll_loop);
+//   otherwise, with nothing to do:
+//   4. spin:         look for work for up to the adaptive spin budget, yielding after
+//                    kSpinBeforeYield (spin, yield_and_learn);
+//   5. nap:          announce the sleep without the process-wide fence and block in the loop for
+//                    at most options_.nap (sleep with a light may_sleep);
+//   6. deep sleep:   after a nap that ended with nothing to do: announce with the fence and
+//                    block in the loop until a post, a timer or io wakes it (sleep with a heavy
+//                    may_sleep).
 void handler_thread_runtime::run() {
   while (!inbox_.ready_to_finish()) {
     std::size_t taken = inbox_.drain(kBatch);

@@ -54,6 +54,8 @@ class pool_core : noncopyable {
     // the worker itself when it looks for work again, or a producer that then wakes it. A
     // worker whose flag was cleared by a producer does not sleep before it looked again.
     std::atomic<bool> idle{ false };
+    // Written and read only by the worker (see task_queue::tail_hint).
+    task_queue::tail_hint tail;
   };
 
   // A delayed task on the timer thread; once due it goes to the shared queue. Counted in
@@ -73,7 +75,7 @@ class pool_core : noncopyable {
   };
 
   std::size_t run_batch(worker_state& self) noexcept;
-  std::size_t run_available() noexcept;
+  std::size_t run_available(worker_state& self) noexcept;
   void run_one(task& t) noexcept;
   [[nodiscard]] bool spin_for_work() noexcept;
   [[nodiscard]] bool poll_queue() const noexcept;

@@ -26,7 +26,9 @@ void back_off(unsigned& turn) noexcept {
 
 }  // namespace
 
-struct task_queue::slot {
+// A slot has cache lines of its own: a consumer right behind the producer marks slot k read
+// while the producer writes slot k + 1, and on a shared line each would take it from the other.
+struct alignas(cache_line_size) task_queue::slot {
   task* value() noexcept { return std::launder(reinterpret_cast<task*>(storage)); }
 
   alignas(task) unsigned char storage[sizeof(task)];
@@ -34,7 +36,7 @@ struct task_queue::slot {
 };
 
 struct task_queue::block {
-  std::atomic<block*> next{ nullptr };
+  alignas(cache_line_size) std::atomic<block*> next{ nullptr };
   slot slots[kBlockSlots];
 };
 
@@ -130,7 +132,7 @@ bool task_queue::close_if_empty() noexcept {
   }
 }
 
-bool task_queue::try_pop(task& out, bool* more) noexcept {
+bool task_queue::try_pop(task& out, bool* more, tail_hint* hint) noexcept {
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);
@@ -145,8 +147,15 @@ bool task_queue::try_pop(task& out, bool* more) noexcept {
     std::size_t has_next = head & kHasNext;
     bool left_behind = true;
     if (has_next == 0) {
-      // seq_cst: see empty().
-      const std::size_t tail = tail_.value.index.load(std::memory_order_seq_cst);
+      // The hint suffices when it shows this task and one more (so `more` is true without a
+      // look at the tail); otherwise read the tail. seq_cst: see empty().
+      std::size_t tail = hint != nullptr ? hint->tail : 0;
+      if ((tail >> kShift) < (head >> kShift) + 2) {
+        tail = tail_.value.index.load(std::memory_order_seq_cst);
+        if (hint != nullptr) {
+          hint->tail = tail;
+        }
+      }
       const std::size_t available = (tail >> kShift) - (head >> kShift);
       if (available == 0) {
         return false;

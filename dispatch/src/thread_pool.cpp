@@ -202,9 +202,9 @@ bool pool_core::worker_state::has_work(handler_thread&) noexcept {
 // Steps 1-4 of a worker's round (see "A worker's round").
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
   reclaim(self);
-  std::size_t ran = run_available();
+  std::size_t ran = run_available(self);
   while (ran == 0 && spin_for_work()) {
-    ran = run_available();  // another worker may have taken what the spin saw
+    ran = run_available(self);  // another worker may have taken what the spin saw
   }
   if (ran == 0) {
     if (queue_.sealed()) {
@@ -215,11 +215,11 @@ std::size_t pool_core::run_batch(worker_state& self) noexcept {
   return ran;
 }
 
-std::size_t pool_core::run_available() noexcept {
+std::size_t pool_core::run_available(worker_state& self) noexcept {
   task next;
   bool more = false;
   std::size_t ran = 0;
-  while (ran < kBatch && queue_.try_pop(next, &more)) {
+  while (ran < kBatch && queue_.try_pop(next, &more, &self.tail)) {
     if (more) {
       wake_unless_spinning();  // the tasks left behind need a worker too (see "Spinning")
     }
@@ -259,20 +259,24 @@ bool pool_core::spin_for_work() noexcept {
 }
 
 bool pool_core::poll_queue() const noexcept {
-  // Between two looks the worker pauses kPausesPerLook times: a look reads the queue's tail,
-  // which takes that cache line from a producer that is about to push. The clock is read every
-  // kLooksPerCheck looks: reading it costs more than a look. Yields now and then, for the
-  // producer may share this worker's core.
-  constexpr unsigned kPausesPerLook = 4;
-  constexpr unsigned kLooksPerCheck = 16;
+  // Between two looks the worker pauses, twice as long after each look up to kMaxPauses: a
+  // look reads the queue's tail, which takes that cache line from a producer that is about to
+  // push, so a worker waiting for a stream of posts looks less often the longer it waits (and
+  // then finds several tasks at once). The clock is read every kLooksPerCheck looks: reading it
+  // costs more than a look. Yields now and then, for the producer may share this worker's core.
+  constexpr unsigned kMinPauses = 4;
+  constexpr unsigned kMaxPauses = 64;
+  constexpr unsigned kLooksPerCheck = 8;
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  unsigned pauses = kMinPauses;
   for (unsigned look = 1;; ++look) {
     if (!queue_.empty()) {
       return true;
     }
-    for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
+    for (unsigned pause = 0; pause < pauses; ++pause) {
       cpu_relax();
     }
+    pauses = std::min(pauses * 2, kMaxPauses);
     if (look % kLooksPerCheck != 0) {
       continue;
     }

@@ -55,11 +55,18 @@ class task_queue : noncopyable {
   /// [any thread]
   [[nodiscard]] bool close_if_empty() noexcept;
 
+  /// One consumer's private lower bound of the tail: while it knows of tasks beyond the head, a
+  /// pop need not read the tail, the cache line every push writes (a consumer that lags behind
+  /// a producer then costs it one cache miss per batch, not per task). Starts at 0.
+  struct tail_hint {
+    std::size_t tail = 0;
+  };
+
   /// Moves the first task into `out` and returns true, or returns false when the queue is
   /// empty. With `more`, also says whether tasks were left behind it: true whenever one pushed
   /// before the call's end was left (it may also be true when none is, e.g. at a block's end).
-  /// [any thread]
-  [[nodiscard]] bool try_pop(task& out, bool* more = nullptr) noexcept;
+  /// `hint` (see tail_hint) belongs to the calling consumer. [any thread]
+  [[nodiscard]] bool try_pop(task& out, bool* more = nullptr, tail_hint* hint = nullptr) noexcept;
 
   /// Whether the queue was empty at one moment during the call. seq_cst, so it can close a
   /// store–load (Dekker) handshake with a producer's push. [any thread]
