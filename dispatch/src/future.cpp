@@ -4,8 +4,6 @@
 
 #include <chrono>
 #include <climits>
-#include <cstdint>
-#include <new>
 #include <ctime>
 #include <thread>
 
@@ -33,27 +31,7 @@ timespec to_timespec(std::chrono::nanoseconds duration) noexcept {
                    static_cast<long>((duration - seconds).count()) };
 }
 
-// An aligned block starts at the first line boundary past the pointer to what malloc returned,
-// which is stored just before the block.
-constexpr std::size_t kLine = 64;
-static_assert(kLine >= sizeof(void*) && (kLine & (kLine - 1)) == 0);
-
 }  // namespace
-
-void* state_core::operator new(std::size_t size) {
-  const std::size_t lines = (size + kLine - 1) & ~(kLine - 1);
-  void* raw = ::operator new(lines + kLine + sizeof(void*));  // a replaced global new counts
-  const auto first = reinterpret_cast<std::uintptr_t>(raw) + sizeof(void*);
-  auto* block = reinterpret_cast<void**>((first + kLine - 1) & ~(kLine - 1));
-  block[-1] = raw;
-  return block;
-}
-
-void state_core::operator delete(void* state) noexcept {
-  if (state != nullptr) {
-    ::operator delete(static_cast<void**>(state)[-1]);
-  }
-}
 
 // No lost wake-up: the waiter sets kWaiting with an RMW and then sleeps only while the word
 // still equals the value it read (the kernel compares atomically). mark_ready()'s RMW sets

@@ -27,10 +27,12 @@
 // the task) when work follows soon, but a poller takes a CPU that a producer may need: with
 // more runnable threads than cores, every extra poller slows the thread it waits for. So at
 // most max_spinners_ (half the workers, at least one) poll at once, as in Go's scheduler; the
-// rest sleep at once. A post wakes an idle worker only when no worker spins (a spinner will
-// find the task), and a spinner that finds work stops counting as one before it takes a task,
-// so the task's push is either seen by the producer's look at spinners_ (and woken for) or
-// ordered before the spinner's take, which then sees it, and the tasks it leaves behind.
+// rest sleep at once. A post wakes an idle worker only when one is idle and none spins (a
+// spinner will find the task), and a spinner that finds work stops counting as one before it
+// takes a task, so the task's push is either seen by the producer's look at spinners_ (and
+// woken for) or ordered before the spinner's take, which then sees it, and the tasks it leaves
+// behind. With no idle worker there is nobody to wake: each worker looks at the queue again
+// before it sleeps (see "Sleep").
 //
 // Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
 // thread pushes it onto the shared queue like a post, so any free worker runs it.
@@ -300,8 +302,12 @@ void pool_core::reclaim(worker_state& self) noexcept {
   }
 }
 
+// sleepers_ first: it changes only when a worker goes to sleep or is woken, while spinners_
+// changes each time a spinner finds work, and a producer's load of a line that keeps changing
+// misses the cache (see "Spinning").
 void pool_core::wake_unless_spinning() noexcept {
-  if (spinners_.value.load(std::memory_order_seq_cst) == 0) {  // see "Spinning"
+  if (sleepers_.value.load(std::memory_order_seq_cst) != 0 &&
+      spinners_.value.load(std::memory_order_seq_cst) == 0) {
     wake_one();
   }
 }

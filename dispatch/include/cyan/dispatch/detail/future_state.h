@@ -89,14 +89,6 @@ class state_core : noncopyable {
     return (flags_.fetch_and(~kContinuation, std::memory_order_relaxed) & kReady) == 0;
   }
 
-  /// Every state gets cache lines of its own: the worker that completes a state writes it while
-  /// the posting thread writes the next task's state, which malloc places right after it, and
-  /// a shared line would bounce between the two for every task. Plain ::operator new with room
-  /// to align, not aligned new (glibc's memalign path costs about twice as much). Throws
-  /// std::bad_alloc.
-  static void* operator new(std::size_t size);
-  static void operator delete(void* state) noexcept;
-
   /// Runs the task, stores its result or exception, completes the state and drops the job's
   /// reference. Called at most once, by the job. [producer]
   virtual void run() noexcept = 0;
