@@ -11,7 +11,7 @@
 //
 //   CYAN_BENCH_POSTS        tasks posted in total (default 30000000)
 //   CYAN_BENCH_ROUND_TRIPS  ping-pong round trips (default 200000)
-//   CYAN_BENCH_REPS         repetitions per arm (default 5)
+//   CYAN_BENCH_REPS         repetitions per arm (default 11)
 
 #include <chrono>
 #include <cstdint>

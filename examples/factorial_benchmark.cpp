@@ -7,7 +7,7 @@
 // each pool is created and has run a task before any timing starts.
 //
 //   CYAN_BENCH_DISPATCH_TASKS, CYAN_BENCH_COMPUTE_TASKS   task counts (defaults 300000, 60000)
-//   CYAN_BENCH_REPS                                       repetitions per arm (default 5)
+//   CYAN_BENCH_REPS                                       repetitions per arm (default 11)
 
 #include <algorithm>
 #include <atomic>

@@ -11,7 +11,7 @@
 //
 //   CYAN_BENCH_QUEUE_ITEMS   items per queue workload (default 2000000)
 //   CYAN_BENCH_SPSC_ITEMS    items through the SPSC rings (default 10000000)
-//   CYAN_BENCH_REPS          repetitions per arm (default 5)
+//   CYAN_BENCH_REPS          repetitions per arm (default 11)
 
 #include <algorithm>
 #include <atomic>

@@ -20,7 +20,7 @@
 // callbacks run + the sum of their indexes.
 //
 //   CYAN_BENCH_TIMERS  timeouts per run (default 1000000)
-//   CYAN_BENCH_REPS    repetitions per arm (default 5)
+//   CYAN_BENCH_REPS    repetitions per arm (default 11)
 
 #include <ev.h>
 

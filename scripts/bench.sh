@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs missing packages, builds cyan in Release and runs the benchmark suite: every benchmark
 # prints its arms' medians and ratios, and the summary lands in bench-results/.
-#   CYAN_BENCH_REPS=7 scripts/bench.sh     more repetitions (default 5)
+#   CYAN_BENCH_REPS=15 scripts/bench.sh    more repetitions (default 11)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -8,24 +8,27 @@ cd "$(dirname "$0")/.."
 csv="${1:-bench-results/results.csv}"
 out_dir="$(dirname "$csv")"
 
-# Summary: per benchmark/workload, every arm's median and its ratio to the best peer (the fastest
+# Summary: per benchmark/workload, every arm's median, its spread (max/min of its repetitions;
+# "!" marks one above 2, which is not a result yet) and its ratio to the best peer (the fastest
 # arm whose name does not start with "cyan"); for cyan arms, >1 means cyan is faster.
 awk -F, '
   NR == 1 { next }
   {
     key = $1 "/" $2; n[key]++; arm[key, n[key]] = $3; median[key, n[key]] = $4
+    spread[key, n[key]] = ($5 > 0) ? $6 / $5 : 0
     # The first arm of a workload is the cyan reference arm (the harness rule); serial floors are no peer.
     first = !(key in seen)
     if (first) { seen[key] = 1; order[++keys] = key }
     if (!first && $3 !~ /^cyan/ && $3 !~ /serial/ && (!(key in best) || $4 < best[key])) { best[key] = $4; best_arm[key] = $3 }
   }
   END {
-    printf "%-44s %-40s %12s %14s\n", "benchmark/workload", "arm", "median (s)", "speed-up vs best peer"
+    printf "%-44s %-40s %12s %8s %14s\n", "benchmark/workload", "arm", "median (s)", "spread", "speed-up vs best peer"
     for (k = 1; k <= keys; k++) {
       key = order[k]
       for (i = 1; i <= n[key]; i++) {
         ratio = (key in best && median[key, i] > 0) ? sprintf("%.2fx", best[key] / median[key, i]) : "-"
-        printf "%-44s %-40s %12.4f %14s\n", (i == 1 ? key : ""), arm[key, i], median[key, i], ratio
+        mark = spread[key, i] > 2 ? "!" : " "
+        printf "%-44s %-40s %12.4f %7.2f%s %14s\n", (i == 1 ? key : ""), arm[key, i], median[key, i], spread[key, i], mark, ratio
       }
       if (key in best) printf "%-44s %-40s\n", "", "(best peer: " best_arm[key] ")"
     }

@@ -29,8 +29,9 @@ sample time(const std::function<std::uint64_t()>& work);
 /// (CLOCK_THREAD_CPUTIME_ID): for workloads whose wall time is mostly waiting.
 double cpu_seconds(clockid_t clock);
 
-/// Repetitions per arm: $CYAN_BENCH_REPS, else `fallback`.
-int repetitions(int fallback = 5);
+/// Repetitions per arm: $CYAN_BENCH_REPS, else `fallback` (11: the fewest for a published
+/// figure).
+int repetitions(int fallback = 11);
 
 /// An unsigned setting from the environment, e.g. item counts: $name, else `fallback`.
 std::uint64_t env_or(const char* name, std::uint64_t fallback);
