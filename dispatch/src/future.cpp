@@ -51,9 +51,9 @@ bool state_core::park(const timespec* timeout) noexcept {
 // yield hands this CPU to a worker for the rest of its time slice and the task completes without
 // a futex wake; the waiter looks again a slice later and usually finds several results ready.
 // Parking on every result instead costs, per result, a wake syscall on the worker, a wait syscall
-// here and two context switches that preempt a worker (measured: ~3.6 us of CPU per result on a
-// 2-vCPU VM, 25% of a 60,000-task run). With an idle core the yields return at once, so the
-// waiter spins for at most kYieldFor, then parks: a long wait costs no more CPU than that.
+// here and two context switches that preempt a worker (docs/bench/notes.md has the figures).
+// With an idle core the yields return at once, so the waiter spins for at most kYieldFor, then
+// parks: a long wait costs no more CPU than that.
 void state_core::wait_slow() noexcept {
   constexpr std::chrono::microseconds kYieldFor{ 200 };
   const auto deadline = std::chrono::steady_clock::now() + kYieldFor;

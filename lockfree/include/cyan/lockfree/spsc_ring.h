@@ -291,11 +291,10 @@ class spsc_ring : noncopyable {
   }
 
   // [producer] Every kHeadRefreshInterval single pushes, re-reads head after publishing (off the
-  // push's critical path: the value is used from the next call on). Why: measured, not derived.
-  // When the consumer keeps up with the producer and their cores are far apart, a producer that
-  // read head only when its cache said full moved ~35 ns per item, this one ~12 ns (lockfree
-  // benchmark, 2-vCPU AMD EPYC VM; intervals 1 to 64 all gave ~12 ns, 256 did not); with nearby
-  // cores both moved ~3 ns per item. Costs one load of the consumer's line per interval.
+  // push's critical path: the value is used from the next call on). Why: measured, not derived
+  // (docs/bench/notes.md): when the consumer keeps up with the producer and their cores are far
+  // apart, a producer that reads head only when its cache says full is about three times slower
+  // per item. Costs one load of the consumer's line per interval.
   void refresh_head_ahead(size_type tail) noexcept {
     if (tail % kHeadRefreshInterval == 0) {
       // acquire: pairs with the release store in publish_head(), as in free_slots().

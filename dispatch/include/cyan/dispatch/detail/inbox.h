@@ -79,8 +79,8 @@ class inbox_owner {
 /// no hardware fence, and a sleeping consumer is always woken.
 ///
 /// Naps. The heavy fence interrupts every other running thread of the process (in a virtual
-/// machine each interrupt is a VM exit: ~40 us with one other busy vCPU, measured), too much
-/// to pay each time a thread runs out of work between two messages. So the consumer first
+/// machine each interrupt is a VM exit; docs/bench/notes.md has the cost), too much to pay
+/// each time a thread runs out of work between two messages. So the consumer first
 /// announces with the light fence only and blocks for a bounded nap: a post that raced with
 /// the announcement (its `active` store still in its CPU's store buffer while the consumer
 /// looked) is then found when the nap ends, no later. Only a consumer whose nap ended with
