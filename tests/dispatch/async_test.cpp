@@ -15,6 +15,7 @@
 
 #include "cyan/dispatch.h"
 #include "support/detached.h"
+#include "support/weighted_tasks.h"
 
 // The global pool lives for the whole test program and is drained at exit; no test stops it.
 
@@ -89,30 +90,14 @@ TEST(async, delayed_tasks_run_after_their_delay) {
 // sum).
 TEST(async, accepts_closures_that_return_a_value) {
   serial_token token;
-  std::latch done{ 6 };
-  std::atomic<int> sum{ 0 };
-  auto weighted = [&](int weight) {
-    return [&sum, &done, weight] {
-      sum.fetch_add(weight);
-      done.count_down();
-      return weight;
-    };
-  };
-  auto move_only = [&](int weight) {
-    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
-      sum.fetch_add(*owned);
-      done.count_down();
-      return std::move(owned);
-    };
-  };
-  async(weighted(1));
-  async(token, weighted(2));
-  async(weighted(4), 1ms);
-  async(move_only(8));
-  async(token, move_only(16));
-  async(move_only(32), 1ms);
-  done.wait();
-  EXPECT_EQ(sum.load(), 63);
+  cyan::test::weighted_tasks tasks(6);
+  async(tasks.returning_int(1));
+  async(token, tasks.returning_int(2));
+  async(tasks.returning_int(4), 1ms);
+  async(tasks.move_only(8));
+  async(token, tasks.move_only(16));
+  async(tasks.move_only(32), 1ms);
+  EXPECT_EQ(tasks.wait_for_sum(), 63);
 }
 
 TEST(async, awaitable_results_and_errors) {

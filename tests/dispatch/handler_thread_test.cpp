@@ -26,6 +26,7 @@
 #include "cyan/event/timer.h"
 #include "support/cpu_time.h"
 #include "support/lifecycle.h"
+#include "support/weighted_tasks.h"
 
 namespace {
 
@@ -107,32 +108,16 @@ TEST(HandlerThread, MoveOnlyAndLargeClosuresRunAndAreDestroyedOnce) {
 TEST(handler_thread, post_accepts_closures_that_return_a_value) {
   handler_thread thread;
   cyan::dispatch::serial_token token;
-  std::latch done{ 6 };
-  int sum = 0;  // touched only on the handler thread until done
-  auto weighted = [&](int weight) {
-    return [&sum, &done, weight] {
-      sum += weight;
-      done.count_down();
-      return weight;
-    };
-  };
-  auto move_only = [&](int weight) {
-    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
-      sum += *owned;
-      done.count_down();
-      return std::move(owned);
-    };
-  };
-  thread.post(weighted(1));
-  thread.post(weighted(2), 1ms);
-  thread.post(token, weighted(4));
-  thread.post(move_only(8));
-  thread.post(move_only(16), 1ms);
-  thread.post(token, move_only(32));
-  done.wait();
+  cyan::test::weighted_tasks tasks(6);
+  thread.post(tasks.returning_int(1));
+  thread.post(tasks.returning_int(2), 1ms);
+  thread.post(token, tasks.returning_int(4));
+  thread.post(tasks.move_only(8));
+  thread.post(tasks.move_only(16), 1ms);
+  thread.post(token, tasks.move_only(32));
+  EXPECT_EQ(tasks.wait_for_sum(), 63);
   thread.stop();
   thread.join();
-  EXPECT_EQ(sum, 63);
 }
 
 TEST(HandlerThread, PostAwaitableReturnsValuesAndExceptions) {

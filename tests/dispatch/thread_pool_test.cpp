@@ -25,6 +25,7 @@
 #include "support/cpu_time.h"
 #include "support/lifecycle.h"
 #include "support/stress_env.h"
+#include "support/weighted_tasks.h"
 
 using cyan::test::env_or;
 
@@ -99,30 +100,14 @@ TEST(thread_pool, runs_tasks_on_its_workers_only) {
 TEST(thread_pool, post_accepts_closures_that_return_a_value) {
   thread_pool pool(2);
   cyan::dispatch::serial_token token;
-  std::latch done{ 6 };
-  std::atomic<int> sum{ 0 };
-  auto weighted = [&](int weight) {
-    return [&sum, &done, weight] {
-      sum.fetch_add(weight);
-      done.count_down();
-      return weight;
-    };
-  };
-  auto move_only = [&](int weight) {
-    return [&sum, &done, owned = std::make_unique<int>(weight)]() mutable {
-      sum.fetch_add(*owned);
-      done.count_down();
-      return std::move(owned);
-    };
-  };
-  pool.post(weighted(1));
-  pool.post(weighted(2), 1ms);
-  pool.post(token, weighted(4));
-  pool.post(move_only(8));
-  pool.post(move_only(16), 1ms);
-  pool.post(token, move_only(32));
-  done.wait();
-  EXPECT_EQ(sum.load(), 63);
+  cyan::test::weighted_tasks tasks(6);
+  pool.post(tasks.returning_int(1));
+  pool.post(tasks.returning_int(2), 1ms);
+  pool.post(token, tasks.returning_int(4));
+  pool.post(tasks.move_only(8));
+  pool.post(tasks.move_only(16), 1ms);
+  pool.post(token, tasks.move_only(32));
+  EXPECT_EQ(tasks.wait_for_sum(), 63);
 }
 
 TEST(thread_pool, post_awaitable_returns_results_and_exceptions) {
