@@ -10,10 +10,12 @@
 
 namespace cyan::dispatch::detail {
 
-/// A thread_pool's shared queue: unbounded, lock-free, multi-producer multi-consumer FIFO of
-/// tasks. The design is crossbeam's SegQueue: a linked list of blocks of kBlockSlots slots; a
-/// producer claims a slot with one CAS on the tail index, writes the task in place and flags
-/// the slot written; a consumer claims a slot with one CAS on the head index, waits for the
+/// A thread_pool's shared queue: an unbounded multi-producer multi-consumer FIFO of tasks,
+/// without locks but not strictly lock-free: a consumer that claimed the slot of a producer
+/// preempted between its claim and its write waits for that producer (below); every other
+/// thread goes on. The design is crossbeam's SegQueue: a linked list of blocks of kBlockSlots
+/// slots; a producer claims a slot with one CAS on the tail index, writes the task in place and
+/// flags the slot written; a consumer claims a slot with one CAS on the head index, waits for the
 /// flag (a producer between its claim and its write: it was preempted in a window of a few
 /// instructions; only that consumer waits, the others claim the slots after it), moves the task
 /// out and flags the slot read. A block is freed by whoever reads its last slot, or, when readers
