@@ -375,18 +375,19 @@ TEST(task, destroying_a_task_suspended_on_a_future_withdraws_its_continuation) {
   EXPECT_EQ(thread.stats().executed, 2u);
 }
 
-task<int> twice(task<int> inner) {
-  co_return 2 * co_await std::move(inner);
+// The README's example.
+task<int> parse(std::string text) {
+  co_return std::stoi(text);
 }
 
-task<int> add_pool_result(int base) {
-  const int doubled = co_await twice(answer());
-  const int from_pool = co_await cyan::dispatch::async_awaitable([base] { return base * 3; });
-  co_return doubled + from_pool;
+task<int> total(std::string text) {
+  const int parsed = co_await parse(std::move(text));
+  const int tripled = co_await cyan::dispatch::async_awaitable([parsed] { return 3 * parsed; });
+  co_return parsed + tripled;
 }
 
 TEST(task, sync_wait_blocks_until_a_task_resumed_elsewhere_finishes) {
-  EXPECT_EQ(sync_wait(add_pool_result(5)), 84 + 15);
+  EXPECT_EQ(sync_wait(total("14")), 14 + 42);
 }
 
 TEST(task, awaiting_an_empty_or_moved_from_task_throws_logic_error) {
