@@ -6,7 +6,6 @@
 #include <atomic>
 #include <coroutine>
 #include <cstddef>
-#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "cyan/dispatch.h"
+#include "support/gated_task.h"
 #include "support/lifecycle.h"
 #include "support/owned_coroutine.h"
 #include "support/sync_wait.h"
@@ -22,10 +22,10 @@ namespace {
 
 using cyan::dispatch::future;
 using cyan::dispatch::task;
+using cyan::test::gated_task;
 using cyan::test::lifecycle;
 using cyan::test::owned_coroutine;
 using cyan::test::sync_wait;
-using namespace std::chrono_literals;
 
 task<int> answer() {
   co_return 42;
@@ -304,18 +304,6 @@ TEST(task, a_suspended_task_resumes_its_awaiter_once_or_is_destroyed_without_res
   EXPECT_EQ(lifecycle::live(), 0);
 }
 
-// A task on `thread` that waits for `gate`, and whose future the test awaits.
-struct gated_task {
-  explicit gated_task(cyan::dispatch::handler_thread& thread)
-      : result(thread.post_awaitable([this] {
-          gate.wait();
-          return 7;
-        })) {}
-
-  std::latch gate{ 1 };
-  future<int> result;
-};
-
 task<int> add_one(future<int> awaited, std::atomic<int>& resumed) {
   const lifecycle alive(1);
   const int value = co_await awaited;
@@ -327,14 +315,6 @@ owned_coroutine await_into_atomic(task<int> awaited, std::atomic<int>& out) {
   out.store(co_await std::move(awaited));
 }
 
-// Once a task posted behind the gated one has run, the gated one has completed and run the
-// continuation it still had.
-void wait_for_thread_behind(cyan::dispatch::handler_thread& thread) {
-  auto behind = thread.post_awaitable([] { return 8; });
-  ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(behind.get(), 8);
-}
-
 TEST(task, awaits_a_future_completed_on_another_thread) {
   lifecycle::reset();
   cyan::dispatch::handler_thread thread;
@@ -343,8 +323,7 @@ TEST(task, awaits_a_future_completed_on_another_thread) {
   std::atomic<int> out{ -1 };
   owned_coroutine awaiting = await_into_atomic(add_one(std::move(gated.result), resumed), out);
   EXPECT_FALSE(awaiting.done());  // suspended: the future's task waits for the gate
-  gated.gate.count_down();
-  wait_for_thread_behind(thread);
+  ASSERT_TRUE(gated.open_and_wait_behind());
   EXPECT_TRUE(awaiting.done());
   EXPECT_EQ(out.load(), 8);
   EXPECT_EQ(resumed.load(), 1);
@@ -365,8 +344,7 @@ TEST(task, destroying_a_task_suspended_on_a_future_withdraws_its_continuation) {
   EXPECT_EQ(lifecycle::live(), 1);
   awaiting.destroy();  // destroys the task, whose frame destroys the future: continuation withdrawn
   EXPECT_EQ(lifecycle::live(), 0);
-  gated.gate.count_down();
-  wait_for_thread_behind(thread);
+  ASSERT_TRUE(gated.open_and_wait_behind());
   // Expect no resumption of the freed frames (ASan reports it as a heap-use-after-free).
   EXPECT_EQ(resumed.load(), 0);
   EXPECT_EQ(out.load(), -1);
