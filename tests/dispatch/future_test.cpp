@@ -5,7 +5,6 @@
 #include <atomic>
 #include <coroutine>
 #include <exception>
-#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -18,6 +17,7 @@
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
 #include "support/detached.h"
+#include "support/gated_task.h"
 #include "support/lifecycle.h"
 #include "support/owned_coroutine.h"
 
@@ -232,18 +232,7 @@ owned_coroutine count_resumption(std::atomic<int>& resumed) {
   resumed.fetch_add(1);
 }
 
-// A task on `thread` that waits for `gate`, and a second one behind it: once the second one's
-// future is ready, the first has completed (and run whatever continuation it still had).
-struct gated_task {
-  explicit gated_task(cyan::dispatch::handler_thread& thread)
-      : result(thread.post_awaitable([this] {
-          gate.wait();
-          return 7;
-        })) {}
-
-  std::latch gate{ 1 };
-  future<int> result;
-};
+using cyan::test::gated_task;
 
 TEST(future, destroying_a_coroutine_suspended_in_co_await_withdraws_its_continuation) {
   lifecycle::reset();
@@ -255,10 +244,7 @@ TEST(future, destroying_a_coroutine_suspended_in_co_await_withdraws_its_continua
   EXPECT_EQ(lifecycle::live(), 1);
   coroutine.destroy();  // destroys the future in the frame: its continuation is withdrawn
   EXPECT_EQ(lifecycle::live(), 0);
-  gated.gate.count_down();
-  auto behind = thread.post_awaitable([] { return 8; });
-  ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(behind.get(), 8);
+  ASSERT_TRUE(gated.open_and_wait_behind());
   // Expect no resumption of the freed frame (ASan reports it as a heap-use-after-free).
   EXPECT_EQ(resumed.load(), 0);
   thread.stop();
@@ -277,10 +263,7 @@ TEST(future, destroying_a_future_after_its_awaiter_suspended_withdraws_the_conti
     EXPECT_FALSE(awaiter.await_ready());  // EXPECT: the gate must open below in any case
     EXPECT_TRUE(awaiter.await_suspend(coroutine.handle()));
     gated.result = future<int>();  // destroys the awaited one, its continuation registered
-    gated.gate.count_down();
-    auto behind = thread.post_awaitable([] { return 8; });
-    ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
-    EXPECT_EQ(behind.get(), 8);
+    ASSERT_TRUE(gated.open_and_wait_behind());
   }
   // Expect the coroutine still suspended where the test left it, never resumed.
   EXPECT_EQ(resumed.load(), 0);

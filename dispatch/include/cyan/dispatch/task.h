@@ -1,0 +1,118 @@
+#pragma once
+
+#include <coroutine>
+#include <stdexcept>
+#include <utility>
+
+#include "cyan/dispatch/detail/task_promise.h"
+
+namespace cyan::dispatch {
+
+/// A coroutine that produces a T (`task<>` produces nothing, `task<T&>` a reference): write a
+/// function returning `task<T>` and use `co_await` / `co_return` in it.
+///
+/// A task is lazy: calling the function only creates its frame (holding its parameters); the body
+/// starts when the task is co_awaited, runs on the awaiting thread until it finishes or suspends,
+/// and may go on on whatever thread resumes it (the one completing a future it awaits, say).
+/// When the body finishes, the awaiting coroutine resumes on that same thread (by symmetric
+/// transfer, if the awaiter had to suspend). A body that finishes without suspending returns to
+/// its awaiter without any resumption, so awaiting any number of such tasks one after another
+/// uses no extra stack, whatever the compiler's optimization or sanitizer flags.
+///
+/// A task is move-only and used by one thread at a time. Destroying it destroys its frame and
+/// every local in it, whether the body never started, is suspended (the thing it awaits must then
+/// not resume it: a cyan::dispatch::future withdraws its continuation when it is destroyed with
+/// the frame) or has finished; it must not be destroyed while its body is running.
+///
+/// Parameters: the frame keeps copies of by-value parameters, but only the references of
+/// reference parameters, so take parameters by value unless the caller provably outlives the task.
+/// A lambda that is itself a coroutine (`[x]() -> task<> { ... }`) keeps its captures in the
+/// lambda object, not in the frame: they die with the lambda, which is usually before the task
+/// runs. Pass what the body needs as parameters instead (`[](int x) -> task<> { ... }(x)`).
+template <typename T = void>
+class [[nodiscard]] task {
+ public:
+  using promise_type = detail::task_promise<T>;
+  using value_type = T;
+
+  /// An empty task (not valid()), to be assigned one later.
+  task() noexcept = default;
+  task(task&& other) noexcept : coroutine_(std::exchange(other.coroutine_, nullptr)) {}
+  task& operator=(task&& other) noexcept {
+    task(std::move(other)).swap(*this);
+    return *this;
+  }
+  /// Destroys the frame, wherever the body is (see the class comment).
+  ~task() {
+    if (coroutine_) {
+      coroutine_.destroy();
+    }
+  }
+
+  /// True when this task refers to a coroutine (false when default-constructed or moved from).
+  [[nodiscard]] bool valid() const noexcept { return static_cast<bool>(coroutine_); }
+
+  /// True when the body has finished (returned or thrown); false before, and when not valid().
+  [[nodiscard]] bool is_ready() const noexcept { return coroutine_ && coroutine_.done(); }
+
+  /// `co_await task` starts the body and suspends the awaiting coroutine until the body has
+  /// finished; the expression yields the body's result (moved out) or rethrows its exception.
+  /// A task may be co_awaited once. Throws std::logic_error when it is not valid() or was
+  /// co_awaited before.
+  auto operator co_await() & { return awaiter{ checked() }; }
+  auto operator co_await() && { return awaiter{ checked() }; }
+
+  void swap(task& other) noexcept { std::swap(coroutine_, other.coroutine_); }
+
+ private:
+  friend promise_type;
+  using handle_type = std::coroutine_handle<promise_type>;
+
+  struct awaiter {
+    handle_type coroutine;
+
+    [[nodiscard]] bool await_ready() const noexcept { return false; }
+    bool await_suspend(std::coroutine_handle<> awaiting) noexcept {
+      return coroutine.promise().start(coroutine, awaiting);
+    }
+    T await_resume() { return coroutine.promise().take(); }
+  };
+
+  explicit task(handle_type coroutine) noexcept : coroutine_(coroutine) {}
+
+  handle_type checked() const {
+    if (!coroutine_) {
+      throw std::logic_error("cyan::dispatch::task: co_await on an empty task");
+    }
+    if (coroutine_.promise().started()) {
+      throw std::logic_error("cyan::dispatch::task: co_await on a task awaited before");
+    }
+    return coroutine_;
+  }
+
+  handle_type coroutine_;
+};
+
+template <typename T>
+void swap(task<T>& a, task<T>& b) noexcept {
+  a.swap(b);
+}
+
+namespace detail {
+
+template <typename T>
+task<T> task_promise<T>::get_return_object() noexcept {
+  return task<T>(std::coroutine_handle<task_promise>::from_promise(*this));
+}
+
+template <typename T>
+task<T&> task_promise<T&>::get_return_object() noexcept {
+  return task<T&>(std::coroutine_handle<task_promise>::from_promise(*this));
+}
+
+inline task<void> task_promise<void>::get_return_object() noexcept {
+  return task<void>(std::coroutine_handle<task_promise>::from_promise(*this));
+}
+
+}  // namespace detail
+}  // namespace cyan::dispatch
