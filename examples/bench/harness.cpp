@@ -117,7 +117,20 @@ void suite::print_table() const {
         *std::max_element(seconds.begin(), seconds.end()), arm_spread,
         arm_spread > kMaxSpread ? "!" : " ", m / reference, arms_.front().name.c_str(),
         static_cast<unsigned long long>(arm.samples.back().checksum));
+    if (arm_spread > kMaxSpread) {
+      print_samples(arm);
+    }
   }
+}
+
+// Every repetition of an arm whose spread is too large, in the order they ran: slow runs that
+// come together point at a phase of the machine, a slow first run at a warm-up the arm lacks.
+void suite::print_samples(const arm_state& arm) {
+  std::printf("  %-40s   each run, in order:", "");
+  for (const sample& s : arm.samples) {
+    std::printf(" %.4f", s.seconds);
+  }
+  std::printf("\n");
 }
 
 bool suite::check_checksums() const {

@@ -83,6 +83,7 @@ class suite {
   };
   const arm_state& find(const std::string& arm) const;
   void print_table() const;
+  static void print_samples(const arm_state& arm);
   bool check_checksums() const;
   void append_csv() const;
 
