@@ -82,8 +82,7 @@ class pool_core : noncopyable {
   void mark_idle(worker_state& self) noexcept;
   void reclaim(worker_state& self) noexcept;
   void wake_unless_spinning() noexcept;
-  void wake_one() noexcept;
-  void post_handed_over(task&& step);
+  void post_handed_over(task&& work);
   void leave_serial_post() noexcept;
   void leave_delayed() noexcept;
   void try_finish() noexcept;

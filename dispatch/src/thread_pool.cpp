@@ -174,12 +174,12 @@ void pool_core::post_serial(const serial_token& token, task&& t) {
   leave_serial_post();
 }
 
-// A token's step handed over by whoever finished the token's previous task. Accepted while
-// draining (it was posted before stop()); refused once the queue is closed, which destroys it
-// unrun (with this function's caller's parameter): the token task is cancelled and the token
-// moves on.
-void pool_core::post_handed_over(task&& step) {
-  if (queue_.try_push(std::move(step), task_queue::push_policy::unless_closed)) {
+// Work accepted before stop() that reaches the queue later: a token's step handed over by
+// whoever finished the token's previous task, or a delayed task that fell due. Accepted while
+// draining; refused once the queue is closed, which destroys it unrun (with this function's
+// caller's parameter): a token task is then cancelled and the token moves on.
+void pool_core::post_handed_over(task&& work) {
+  if (queue_.try_push(std::move(work), task_queue::push_policy::unless_closed)) {
     wake_unless_spinning();
   }
 }
@@ -302,18 +302,13 @@ void pool_core::reclaim(worker_state& self) noexcept {
   }
 }
 
-// sleepers_ first: it changes only when a worker goes to sleep or is woken, while spinners_
-// changes each time a spinner finds work, and a producer's load of a line that keeps changing
-// misses the cache (see "Spinning").
+// Claims one idle worker's flag and wakes it, unless no worker is idle or one spins (see "Sleep"
+// and "Spinning"). sleepers_ first: it changes only when a worker goes to sleep or is woken,
+// while spinners_ changes each time a spinner finds work, and a producer's load of a line that
+// keeps changing misses the cache.
 void pool_core::wake_unless_spinning() noexcept {
-  if (sleepers_.value.load(std::memory_order_seq_cst) != 0 &&
-      spinners_.value.load(std::memory_order_seq_cst) == 0) {
-    wake_one();
-  }
-}
-
-void pool_core::wake_one() noexcept {
-  if (sleepers_.value.load(std::memory_order_seq_cst) == 0) {  // see "Sleep"
+  if (sleepers_.value.load(std::memory_order_seq_cst) == 0 ||
+      spinners_.value.load(std::memory_order_seq_cst) != 0) {
     return;
   }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
