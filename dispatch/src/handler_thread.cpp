@@ -64,6 +64,9 @@ void handler_thread::stop(stop_mode mode) noexcept {
   // inbox instead of running inline after the previous one, so a discard cancels them too.
   token_tracker_.stopping();
   inbox_.stop(mode == stop_mode::discard);
+  if (mode == stop_mode::discard) {
+    spawned_.abandon_all();  // their next resumption drops them (see detail/coro_env.h)
+  }
 }
 
 void handler_thread::begin_token_post() {
@@ -84,8 +87,56 @@ void handler_thread::end_token_post() noexcept {
 
 bool handler_thread::expecting_hand_overs() const noexcept {
   // In this order (see "Stop" in handler_thread_runtime.cpp).
-  return token_posts_.value.load(std::memory_order_seq_cst) != 0 || !token_tracker_.released();
+  return token_posts_.value.load(std::memory_order_seq_cst) != 0 || !token_tracker_.released() ||
+         !spawned_.empty();
 }
+
+// A resumption (see detail/coro_env.h): accepted while the thread drains. Refused once it
+// closed: `job` is then destroyed unrun, which drops the coroutine's branch.
+void handler_thread::resume_later(void* self, unique_function<void()>&& job) noexcept {
+  try {
+    static_cast<handler_thread*>(self)->inbox_.post_handed_over(std::move(job));
+  } catch (...) {  // executor_stopped, std::bad_alloc: the caller's `job` is destroyed unrun
+  }
+}
+
+const detail::executor_vtable handler_thread::vtable{ &handler_thread::resume_later };
+
+namespace detail {
+
+executor_ref executor_access::ref(handler_thread& thread) noexcept {
+  return executor_ref{ &thread, &handler_thread::vtable };
+}
+
+spawn_registry& executor_access::registry(handler_thread& thread) noexcept {
+  return thread.spawned_;
+}
+
+void executor_access::post(handler_thread& thread, unique_function<void()>&& job) {
+  thread.inbox_.post(std::move(job));
+}
+
+void executor_access::report(handler_thread& thread, std::exception_ptr error) noexcept {
+  if (thread.is_current()) {
+    thread.inbox_.report(std::move(error));
+    return;
+  }
+  try {  // rethrown by a task on the thread, so it reaches on_error() there
+    thread.inbox_.post_handed_over([error] { std::rethrow_exception(error); });
+    return;
+  } catch (...) {
+  }
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cyan::dispatch::handler_thread: a detached task threw: %s\n", e.what());
+  } catch (...) {
+    std::fputs("cyan::dispatch::handler_thread: a detached task threw an unknown exception\n",
+               stderr);
+  }
+}
+
+}  // namespace detail
 
 void handler_thread::on_token_tasks_released(void* self) noexcept {
   static_cast<handler_thread*>(self)->inbox_.notify();

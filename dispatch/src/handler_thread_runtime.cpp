@@ -8,6 +8,7 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/thread.h"
 #include "cyan/dispatch/detail/idle_hook.h"
+#include "cyan/dispatch/sleep.h"
 
 namespace cyan::dispatch::detail {
 
@@ -66,6 +67,10 @@ void handler_thread_runtime::join() {
 
 void handler_thread_runtime::set_up() {
   id_ = std::this_thread::get_id();
+  // The thread's coroutines call it (or its pool) home: see detail/coro_env.h.
+  this_thread_home.thread = executor_access::ref(owner_);
+  this_thread_home.executor =
+      options_.idle_hook != nullptr ? options_.idle_hook->home() : this_thread_home.thread;
   if (!options_.name.empty()) {
     this_thread::set_name(options_.name);
   }
@@ -98,6 +103,7 @@ void handler_thread_runtime::set_up() {
 }
 
 void handler_thread_runtime::tear_down() noexcept {
+  reset_this_thread_sleep_wheel();  // destroys sleepers' entries unrun (see sleep.cpp)
   timer_.reset();
   nap_.reset();
   waker_.reset();

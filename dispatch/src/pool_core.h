@@ -31,6 +31,10 @@ class pool_core : noncopyable {
  public:
   using task = unique_function<void()>;
 
+  static const executor_vtable vtable;
+  [[nodiscard]] executor_ref ref() noexcept { return executor_ref{ this, &vtable }; }
+  [[nodiscard]] spawn_registry& spawned() noexcept { return spawned_; }
+
   pool_core(std::size_t threads, thread_pool_options opts);
   ~pool_core();
 
@@ -42,12 +46,14 @@ class pool_core : noncopyable {
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
   [[nodiscard]] bool is_current() const noexcept;
   void set_error_callback(std::function<void(std::exception_ptr)> on_error);
+  void report_error(std::exception_ptr error) noexcept { report(std::move(error)); }
 
  private:
   // One per worker: its hook into the shared queue and its idle flag.
   struct alignas(cache_line_size) worker_state final : idle_hook {
     std::size_t run_elsewhere(handler_thread& worker) noexcept override;
     bool has_work(handler_thread& worker) noexcept override;
+    executor_ref home() noexcept override;
 
     pool_core* core = nullptr;
     // Set by the worker when it found no work and may sleep; cleared by whoever claims it:
@@ -83,6 +89,8 @@ class pool_core : noncopyable {
   void reclaim(worker_state& self) noexcept;
   void wake_unless_spinning() noexcept;
   void post_handed_over(task&& work);
+  static void resume_later(void* self, task&& job) noexcept;
+  static void on_spawned_empty(void* self) noexcept;
   void leave_serial_post() noexcept;
   void leave_delayed() noexcept;
   void try_finish() noexcept;
@@ -120,6 +128,9 @@ class pool_core : noncopyable {
   // Last: destroyed first, it waits until no token still holds a task for this pool (and its
   // on_released call, which runs try_finish(), has returned).
   serial_tracker tracker_{ &on_tracker_released, this, &on_token_error };
+  // The tasks co_spawn started on the pool that have not finished (see "Stop"). Destroyed
+  // first: it waits for a leave() still calling try_finish().
+  spawn_registry spawned_{ &on_spawned_empty, this };
 };
 
 }  // namespace cyan::dispatch::detail

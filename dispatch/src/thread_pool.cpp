@@ -43,9 +43,11 @@
 // submit, and the tasks they park behind another executor's task are counted by tracker_;
 // delayed posts are counted in delayed_pending_ from before their check of the seal until the
 // timer thread has queued them or destroyed them unrun (stop() stops the timer thread: in
-// drain it queues what is due and destroys the rest). The pool is drained when, read in this
-// order, serial_posting_ == 0, delayed_pending_ == 0, tracker_ is released and the queue is
-// empty; then close_if_empty() closes it (atomically with the emptiness check, so a token
+// drain it queues what is due and destroys the rest); tasks started by co_spawn are counted in
+// spawned_ from before their first post until they finished or were destroyed (their
+// resumptions are hand-overs; a discard abandons them, so they are destroyed at their next
+// resumption). The pool is drained when, read in this order, serial_posting_ == 0,
+// delayed_pending_ == 0, spawned_ is empty, tracker_ is released and the queue is empty; then close_if_empty() closes it (atomically with the emptiness check, so a token
 // hand-over or a due delayed task, the pushes allowed after the seal, is either queued first or
 // refused) and the workers are told to stop, once. Whoever may change one of those conditions
 // calls try_finish(): stop() itself, a worker that found the queue empty, a token post or a
@@ -184,6 +186,21 @@ void pool_core::post_handed_over(task&& work) {
   }
 }
 
+const executor_vtable pool_core::vtable{ &pool_core::resume_later };
+
+// A coroutine's resumption (see detail/coro_env.h): a hand-over. Refused once the queue is
+// closed: `job` is then destroyed unrun, which drops the coroutine's branch.
+void pool_core::resume_later(void* self, task&& job) noexcept {
+  try {
+    static_cast<pool_core*>(self)->post_handed_over(std::move(job));
+  } catch (...) {  // std::bad_alloc: the caller's `job` is destroyed unrun
+  }
+}
+
+void pool_core::on_spawned_empty(void* self) noexcept {
+  static_cast<pool_core*>(self)->try_finish();
+}
+
 void pool_core::leave_serial_post() noexcept {
   if (serial_posting_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
     try_finish();
@@ -194,6 +211,10 @@ void pool_core::leave_serial_post() noexcept {
 
 std::size_t pool_core::worker_state::run_elsewhere(handler_thread&) noexcept {
   return core->run_batch(*this);
+}
+
+executor_ref pool_core::worker_state::home() noexcept {
+  return core->ref();
 }
 
 bool pool_core::worker_state::has_work(handler_thread&) noexcept {
@@ -337,6 +358,9 @@ void pool_core::stop(stop_mode mode) noexcept {
   if (timer_thread_) {  // null only while a failed constructor cleans up
     timer_thread_->stop(mode);
   }
+  if (mode == stop_mode::discard) {
+    spawned_.abandon_all();  // their next resumption drops them (see detail/coro_env.h)
+  }
   try_finish();
 }
 
@@ -346,7 +370,8 @@ void pool_core::try_finish() noexcept {
   }
   // In this order (see "Stop").
   if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 ||
-      delayed_pending_.value.load(std::memory_order_seq_cst) != 0 || !tracker_.released() ||
+      delayed_pending_.value.load(std::memory_order_seq_cst) != 0 || !spawned_.empty() ||
+      !tracker_.released() ||
       !queue_.close_if_empty()) {
     return;
   }
@@ -465,4 +490,23 @@ std::size_t thread_pool::default_size() noexcept {
   return n == 0 ? 1 : n;
 }
 
+namespace detail {
+
+executor_ref executor_access::ref(thread_pool& pool) noexcept {
+  return pool.core_->ref();
+}
+
+spawn_registry& executor_access::registry(thread_pool& pool) noexcept {
+  return pool.core_->spawned();
+}
+
+void executor_access::post(thread_pool& pool, unique_function<void()>&& job) {
+  pool.post_task(std::move(job));
+}
+
+void executor_access::report(thread_pool& pool, std::exception_ptr error) noexcept {
+  pool.core_->report_error(std::move(error));
+}
+
+}  // namespace detail
 }  // namespace cyan::dispatch

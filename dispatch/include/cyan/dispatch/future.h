@@ -1,11 +1,16 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
 #include <future>
 #include <memory>
+#include <optional>
+#include <stop_token>
+#include <system_error>
 #include <utility>
 
+#include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/detail/future_state.h"
 #include "cyan/dispatch/errors.h"
 
@@ -108,28 +113,118 @@ class future {
     return result;
   }
 
-  /// `co_await future` suspends the coroutine until the task has finished, then resumes it on
-  /// the thread that completed the task (immediately, if it already had); the co_await
-  /// expression yields get(). A future may be co_awaited once. Destroying the suspended
-  /// coroutine (or this future) before the task completes cancels the resumption: see ~future().
-  auto operator co_await() noexcept { return awaiter{ *this }; }
+  /// `co_await future` suspends the coroutine until the task has finished (not at all if it
+  /// has); the co_await expression yields get(). A future may be co_awaited once.
+  /// - In a cyan::dispatch::task, the task resumes on the thread it suspended on (its home: a
+  ///   handler thread, or any worker of the pool it ran on), whatever thread completed the
+  ///   future, and a stop request to the task's stop token resumes it there at once, the
+  ///   expression then throwing std::system_error(std::errc::operation_canceled).
+  /// - In any other coroutine, it resumes on the thread that completed the task.
+  /// Destroying the suspended coroutine (or this future) before the task completes cancels the
+  /// resumption: see ~future().
+  auto operator co_await() noexcept { return awaiter(*this); }
 
   void swap(future& other) noexcept { std::swap(state_, other.state_); }
 
  private:
   friend struct detail::future_access;
 
+  // A foreign coroutine is resumed inline by the completing thread; one of cyan's coroutines on
+  // its home (see "Home" in detail/coro_env.h), or by a stop request of its branch. For the
+  // latter the completion and await_suspend() meet at a rendezvous (arrived), and the second to
+  // arrive goes on with the coroutine: await_suspend() looks at the stop token after it
+  // registered the continuation, which it may do only while no one can resume the coroutine.
+  // A stop request and the completion exclude each other by withdraw_continuation().
   struct awaiter {
+    explicit awaiter(future& f) noexcept : awaited(f) {}
+    awaiter(const awaiter&) = delete;
+    awaiter& operator=(const awaiter&) = delete;
+
     future& awaited;
+    std::coroutine_handle<> coroutine{};
+    detail::branch* owner = nullptr;
+    detail::executor_ref home{};
+    bool cancelled = false;
+    std::atomic<bool> arrived{ false };
+
+    struct on_stop {
+      awaiter* self;
+      void operator()() const noexcept { self->stop_requested(); }
+    };
+    std::optional<std::stop_callback<on_stop>> stop_watch;
 
     bool await_ready() const { return awaited.is_ready(); }
-    bool await_suspend(std::coroutine_handle<> coroutine) {
-      return awaited.checked().set_continuation(&resume, coroutine.address());
-    }
-    T await_resume() { return awaited.get(); }
 
-    static void resume(void* coroutine) noexcept {
+    template <typename Promise>
+    bool await_suspend(std::coroutine_handle<Promise> suspended) {
+      detail::shared_state<T>& state = awaited.checked();
+      if constexpr (!detail::is_cyan_promise<Promise>) {
+        return state.set_continuation(&resume_inline, suspended.address());
+      } else {
+        coroutine = suspended;
+        owner = detail::branch_of(suspended);
+        home = detail::current_executor();
+        if (owner == nullptr) {
+          return state.set_continuation(&resume, this) && !arrive();
+        }
+        if (owner->abandoned()) {
+          detail::resume_later_on(detail::current_executor(), suspended, owner);  // drops it
+          return true;
+        }
+        if (owner->token.stop_requested()) {
+          cancelled = true;
+          return false;
+        }
+        if (owner->token.stop_possible()) {
+          stop_watch.emplace(owner->token, on_stop{ this });
+        }
+        if (!state.set_continuation(&resume, this)) {
+          return false;  // ready meanwhile
+        }
+        // A stop whose callback ran before the continuation was there found nothing to
+        // withdraw: it is seen here.
+        if (owner->token.stop_requested() && state.revoke_continuation()) {
+          cancelled = true;
+          return false;
+        }
+        return !arrive();
+      }
+    }
+
+    T await_resume() {
+      stop_watch.reset();  // waits for a stop_requested() running on another thread
+      if (cancelled) {
+        throw std::system_error(std::make_error_code(std::errc::operation_canceled),
+                                "cyan::dispatch::future: co_await cancelled by a stop request");
+      }
+      return awaited.get();
+    }
+
+    // acq_rel: the second to arrive acquires what the first released.
+    bool arrive() noexcept { return arrived.exchange(true, std::memory_order_acq_rel); }
+
+    static void resume_inline(void* coroutine) noexcept {
       std::coroutine_handle<>::from_address(coroutine).resume();
+    }
+
+    // The completion: resumes at home, unless await_suspend() has not returned yet.
+    static void resume(void* self) noexcept {
+      auto* waiting = static_cast<awaiter*>(self);
+      if (waiting->arrive()) {
+        detail::resume_on(waiting->home, waiting->coroutine, waiting->owner);
+      }
+    }
+
+    // Withdrawing the continuation decides the race with the completion: if it is withdrawn,
+    // the completion will never resume the coroutine and this does, through the home's queue
+    // (this stop callback must return before the coroutine may destroy it).
+    void stop_requested() noexcept {
+      if (awaited.state_->revoke_continuation()) {
+        cancelled = true;
+        if (arrive()) {
+          detail::resume_later_on(home, coroutine, owner);
+        }
+      }
     }
   };
 

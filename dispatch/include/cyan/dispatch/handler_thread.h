@@ -17,6 +17,8 @@
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/inbox.h"
+#include "cyan/dispatch/detail/schedule_awaiter.h"
+#include "cyan/dispatch/detail/spawn_registry.h"
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/future.h"
 #include "cyan/dispatch/handler.h"
@@ -175,6 +177,12 @@ class handler_thread : noncopyable {
     return std::move(result);
   }
 
+  /// `co_await thread.schedule()` moves the calling cyan::dispatch::task to this thread: it
+  /// resumes here, and this thread is its home from then on (see cyan::dispatch::schedule).
+  [[nodiscard]] detail::schedule_awaiter schedule() noexcept {
+    return detail::schedule_awaiter(detail::executor_access::ref(*this));
+  }
+
   /// Delivers `message` to the handler's on_message() on this thread. Throws like post().
   void send(std::any message);
 
@@ -221,6 +229,7 @@ class handler_thread : noncopyable {
 
  private:
   friend class detail::handler_thread_runtime;
+  friend struct detail::executor_access;
   friend void detail::wake_if_sleeping(handler_thread& worker) noexcept;
 
   template <typename Rep, typename Period>
@@ -261,15 +270,21 @@ class handler_thread : noncopyable {
   // After stop(): whether a token may still hand work over to inbox_. [the thread]
   [[nodiscard]] bool expecting_hand_overs() const noexcept;
   static void on_token_tasks_released(void* self) noexcept;
+  static void resume_later(void* self, unique_function<void()>&& job) noexcept;
+  static const detail::executor_vtable vtable;
 
   detail::inbox inbox_;
   std::unique_ptr<detail::handler_thread_runtime> runtime_;
   // post(token, f) calls between their stop check and the end of their submit. Written by the
   // posting threads; read by the thread once stopped.
   cache_padded<std::atomic<std::uint32_t>> token_posts_;
+
   // Last: destroyed first, it waits until no serial_token still holds a task for inbox_ (and
   // its on_released call, which wakes the thread, has returned).
   detail::serial_tracker token_tracker_{ &on_token_tasks_released, this, &report_token_error };
+  // The tasks co_spawn started here that have not finished: a stop waits for them. Destroyed
+  // first: it waits for a leave() still waking the thread.
+  detail::spawn_registry spawned_{ &on_token_tasks_released, this };
 };
 
 }  // namespace cyan::dispatch

@@ -72,8 +72,10 @@ class [[nodiscard]] task {
     handle_type coroutine;
 
     [[nodiscard]] bool await_ready() const noexcept { return false; }
-    bool await_suspend(std::coroutine_handle<> awaiting) noexcept {
-      return coroutine.promise().start(coroutine, awaiting);
+    template <typename Promise>
+    bool await_suspend(std::coroutine_handle<Promise> awaiting) noexcept {
+      return coroutine.promise().start(coroutine, awaiting, detail::branch_of(awaiting),
+                                       detail::wants_home<Promise>);
     }
     T await_resume() { return coroutine.promise().take(); }
   };
@@ -81,13 +83,15 @@ class [[nodiscard]] task {
   explicit task(handle_type coroutine) noexcept : coroutine_(coroutine) {}
 
   handle_type checked() const {
-    if (!coroutine_) {
-      throw std::logic_error("cyan::dispatch::task: co_await on an empty task");
-    }
-    if (coroutine_.promise().started()) {
-      throw std::logic_error("cyan::dispatch::task: co_await on a task awaited before");
+    if (!coroutine_ || coroutine_.promise().started()) [[unlikely]] {
+      throw_unawaitable(static_cast<bool>(coroutine_));
     }
     return coroutine_;
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_unawaitable(bool valid) {
+    throw std::logic_error(valid ? "cyan::dispatch::task: co_await on a task awaited before"
+                                 : "cyan::dispatch::task: co_await on an empty task");
   }
 
   handle_type coroutine_;

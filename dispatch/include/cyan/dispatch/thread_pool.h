@@ -12,6 +12,8 @@
 
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/schedule_awaiter.h"
+#include "cyan/dispatch/detail/spawn_registry.h"
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/future.h"
 #include "cyan/dispatch/serial_token.h"
@@ -114,6 +116,13 @@ class thread_pool : noncopyable {
     return std::move(result);
   }
 
+  /// `co_await pool.schedule()` moves the calling cyan::dispatch::task to one of this pool's
+  /// workers; the pool is its home from then on (it resumes on any of the workers after a
+  /// suspension). See cyan::dispatch::schedule.
+  [[nodiscard]] detail::schedule_awaiter schedule() noexcept {
+    return detail::schedule_awaiter(detail::executor_access::ref(*this));
+  }
+
   /// Refuses new posts and lets the workers finish (see stop_mode) without waiting for them.
   /// Only the first call's mode counts, except that discard after drain still discards what
   /// has not started. May be called from a task. Never throws.
@@ -136,6 +145,8 @@ class thread_pool : noncopyable {
   [[nodiscard]] static std::size_t default_size() noexcept;
 
  private:
+  friend struct detail::executor_access;
+
   // A delay as the clock's duration, saturating (a delay the clock cannot hold never comes).
   template <typename Rep, typename Period>
   static clock::duration clamp(std::chrono::duration<Rep, Period> delay) {

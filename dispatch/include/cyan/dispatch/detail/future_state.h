@@ -89,6 +89,16 @@ class state_core : noncopyable {
     return (flags_.fetch_and(~kContinuation, std::memory_order_relaxed) & kReady) == 0;
   }
 
+  /// withdraw_continuation() for a thread other than the consumer's (a stop request on its
+  /// behalf) that may race with the consumer's own withdrawal: only the first of them sees the
+  /// continuation and returns true. [any thread]
+  bool revoke_continuation() noexcept {
+    // acq_rel: the release makes what this thread did before (the stop request) visible to a
+    // later set_continuation() that reads this value; see future's awaiter.
+    const std::uint32_t before = flags_.fetch_and(~kContinuation, std::memory_order_acq_rel);
+    return (before & kContinuation) != 0 && (before & kReady) == 0;
+  }
+
   /// Runs the task, stores its result or exception, completes the state and drops the job's
   /// reference. Called at most once, by the job. [producer]
   virtual void run() noexcept = 0;
@@ -155,6 +165,19 @@ class shared_state : public state_core {
       }
     } catch (...) {
       result_.template emplace<kError>(std::current_exception());
+    }
+  }
+
+  /// Stores `value` (nothing for void, the referenced object's address for T&). [producer]
+  template <typename... V>
+  void store_value(V&&... value) {
+    if constexpr (std::is_void_v<T>) {
+      static_assert(sizeof...(V) == 0);
+      result_.template emplace<kValue>();
+    } else if constexpr (std::is_reference_v<T>) {
+      result_.template emplace<kValue>(std::addressof(value)...);
+    } else {
+      result_.template emplace<kValue>(std::forward<V>(value)...);
     }
   }
 

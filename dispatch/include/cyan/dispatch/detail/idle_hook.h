@@ -2,6 +2,8 @@
 
 #include <cstddef>
 
+#include "cyan/dispatch/detail/coro_env.h"
+
 namespace cyan::dispatch {
 class handler_thread;
 }
@@ -29,6 +31,10 @@ class idle_hook {
   /// Whether run_elsewhere() would find work now. Cheap: called while spinning, and once more
   /// after the worker announced that it is going to sleep.
   [[nodiscard]] virtual bool has_work(handler_thread& worker) noexcept = 0;
+
+  /// The executor the worker's coroutines call home (the pool): published as the worker's
+  /// current executor (see "Home" in coro_env.h).
+  [[nodiscard]] virtual executor_ref home() noexcept = 0;
 
  protected:
   ~idle_hook() = default;

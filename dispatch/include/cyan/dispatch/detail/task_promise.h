@@ -2,18 +2,26 @@
 
 // The promise behind cyan::dispatch::task<T>. A task's coroutine suspends before its body runs
 // (it is lazy) and at its end. Whoever co_awaits it registers itself as the continuation and
-// runs the body by a plain call from await_suspend; then the two sides meet at a rendezvous
-// (handoff_), and the second to arrive resumes the awaiter:
-//   1. the body finishes before that call returns (it never suspended, or was resumed and
-//      finished on another thread meanwhile): final_suspend returns to the call, and
-//      await_suspend returns false, so the awaiter goes on without a resumption. A loop of
-//      synchronously finishing awaits thus uses constant stack on every compiler and flag set.
-//   2. the body is still suspended when the call returns: the awaiter suspends, and when the
-//      body finishes, final_suspend jumps to the awaiter by symmetric transfer.
-// Pure symmetric transfer (await_suspend returning the task's handle) would need no atomic,
+// runs the body by a plain call from await_suspend (start()); then:
+//   1. the body finishes before that call returns (it never suspended, or was resumed on this
+//      thread within the call): final_suspend, seeing that this thread is still inside start()
+//      for this task (the thread-local starting_task), notes it and returns to the call, and
+//      await_suspend returns false, so the awaiter goes on without a resumption and without an
+//      atomic operation. A loop of synchronously finishing awaits thus uses constant stack on
+//      every compiler and flag set.
+//   2. the body suspended: start() and the body's end, which may come on another thread at any
+//      time, meet at a rendezvous (handoff_), and the second to arrive resumes the awaiter (the
+//      body's end by symmetric transfer, or start() by returning false).
+// Pure symmetric transfer (await_suspend returning the task's handle) would need no such care,
 // but it keeps the stack flat only where the compiler turns the transfer into a tail call:
 // GCC 12 does not at -O0 or -O1, nor under ASan or TSan at any level, so a debug or sanitizer
-// build would overflow the stack in such a loop.
+// build would overflow the stack in such a loop. Frames come from the per-thread frame cache
+// (frame_allocator.h).
+//
+// Affinity (see "Home" in coro_env.h): start() notes the awaiter's home when the awaiter is one
+// of cyan's coroutines. If the body finishes on a thread that does not belong to that home (it
+// hopped away), final_suspend posts the awaiter's resumption there instead of jumping to it.
+// A foreign awaiter is resumed by the jump, on whatever thread the body finished.
 
 #include <atomic>
 #include <cassert>
@@ -24,6 +32,9 @@
 #include <utility>
 #include <variant>
 
+#include "cyan/dispatch/detail/coro_env.h"
+#include "cyan/dispatch/detail/frame_allocator.h"
+
 namespace cyan::dispatch {
 
 template <typename T>
@@ -32,7 +43,12 @@ class task;
 namespace detail {
 
 /// The result-type-independent part: laziness, the continuation and the rendezvous with it.
-class task_promise_base {
+class task_promise_base;
+
+/// The task whose start() runs on this thread, innermost (see case 1 above).
+inline thread_local const task_promise_base* starting_task = nullptr;
+
+class task_promise_base : public branch_member, public frame_allocated {
  public:
   /// Resumes the awaiter if it suspended before the body finished (see the file comment).
   struct final_awaiter {
@@ -40,8 +56,18 @@ class task_promise_base {
     template <typename Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> finished) noexcept {
       task_promise_base& promise = finished.promise();
+      if (starting_task == &promise) {
+        promise.finished_inline_ = true;  // start() goes on with the awaiter
+        return std::noop_coroutine();
+      }
       if (promise.arrive()) {
-        return promise.continuation_;
+        const executor_ref home = promise.awaiter_home_;
+        if (!home || home == current_executor()) {
+          return promise.continuation_;
+        }
+        // The awaiter is in the same branch as this body.
+        home.vtable->resume_later(home.target, unique_function<void()>(resume_job(
+                                                   promise.continuation_, promise.branch_)));
       }
       return std::noop_coroutine();  // the awaiter is still in start() and goes on by itself
     }
@@ -57,12 +83,24 @@ class task_promise_base {
   /// Runs the body for `awaiting` until it finishes or suspends. Returns whether `awaiting` must
   /// suspend (the body's end will resume it) rather than go on at once. Called once, by the
   /// awaiter's await_suspend; touches nothing after the rendezvous, since from then on another
-  /// thread may resume `awaiting` and destroy this frame.
-  [[nodiscard]] bool start(std::coroutine_handle<> self,
-                           std::coroutine_handle<> awaiting) noexcept {
+  /// thread may resume `awaiting` and destroy this frame. `owner` is the awaiter's branch when
+  /// it is one of cyan's coroutines (the body joins it and is resumed on its home), else null.
+  [[nodiscard]] bool start(std::coroutine_handle<> self, std::coroutine_handle<> awaiting,
+                           branch* owner, bool cyan_awaiter) noexcept {
     assert(!started() && awaiting);
     continuation_ = awaiting;
+    branch_ = owner;
+    const task_promise_base* outer = std::exchange(starting_task, this);
     self.resume();
+    starting_task = outer;
+    if (finished_inline_) {
+      return false;
+    }
+    // Still on the awaiter's thread. Read by the body's end only if it arrives second, which
+    // the exchange in arrive() orders after this write.
+    if (cyan_awaiter) {
+      awaiter_home_ = current_executor();
+    }
     return !arrive();
   }
 
@@ -77,8 +115,11 @@ class task_promise_base {
   }
 
   std::coroutine_handle<> continuation_;  // written once by start(), before the body runs
+  executor_ref awaiter_home_;  // written by start() if the body suspended; null: foreign awaiter
   // Set by the first side to arrive: start() once the body returns to it, or the body's end.
   std::atomic<bool> handoff_{ false };
+  // Set by the body's end when it runs inside start()'s call (case 1); read by start().
+  bool finished_inline_ = false;
 };
 
 /// The promise of task<T> for an object type T: the result is constructed in the frame and

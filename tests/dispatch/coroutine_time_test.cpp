@@ -1,0 +1,101 @@
+// sleep_for / sleep_until: on the thread's loop, never early, many at once.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "cyan/dispatch.h"
+#include "support/stress_env.h"
+#include "support/sync_wait.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using cyan::dispatch::co_spawn;
+using cyan::dispatch::future;
+using cyan::dispatch::handler_thread;
+using cyan::dispatch::sleep_for;
+using cyan::dispatch::sleep_until;
+using cyan::dispatch::task;
+using cyan::dispatch::thread_pool;
+using clock_type = std::chrono::steady_clock;
+
+TEST(sleep, sleep_for_is_never_early_and_resumes_on_its_thread) {
+  handler_thread h;
+  for (auto d : { 0us, 100us, 1000us, 2500us, 10000us }) {
+    const auto measured = co_spawn(h, [&h, d]() -> task<clock_type::duration> {
+                            const auto start = clock_type::now();
+                            co_await sleep_for(d);
+                            EXPECT_TRUE(h.is_current());
+                            co_return clock_type::now() - start;
+                          }).get();
+    EXPECT_GE(measured, d) << "slept " << d.count() << " us";
+  }
+}
+
+TEST(sleep, sleep_until_a_time_in_the_past_does_not_suspend) {
+  handler_thread h;
+  const bool same = co_spawn(h, []() -> task<bool> {
+                      const auto id = std::this_thread::get_id();
+                      co_await sleep_until(clock_type::now() - 1s);
+                      co_await sleep_for(-5ms);
+                      co_return id == std::this_thread::get_id();
+                    }).get();
+  EXPECT_TRUE(same);
+}
+
+TEST(sleep, a_sleep_on_a_pool_worker_resumes_on_that_pool) {
+  thread_pool pool(2);
+  const auto result = co_spawn(pool, [&pool]() -> task<bool> {
+                        const auto start = clock_type::now();
+                        co_await sleep_for(3ms);
+                        co_return pool.is_current() && clock_type::now() - start >= 3ms;
+                      }).get();
+  EXPECT_TRUE(result);
+}
+
+TEST(sleep, off_a_loop_thread_it_waits_on_the_global_pool) {
+  const auto start = clock_type::now();
+  cyan::test::sync_wait([]() -> task<> { co_await sleep_for(3ms); }());
+  EXPECT_GE(clock_type::now() - start, 3ms);
+}
+
+// 100,000 tasks sleeping at once on one handler thread (the timer wheel): every one wakes, on
+// that thread, none early.
+TEST(sleep, many_concurrent_sleepers_on_one_handler_thread) {
+  const std::size_t sleepers = cyan::test::env_or("CYAN_STRESS_SLEEPERS", 100'000);
+  handler_thread h;
+  std::atomic<std::uint64_t> early{ 0 };
+  std::atomic<std::uint64_t> woke{ 0 };
+  std::atomic<std::uint64_t> elsewhere{ 0 };
+  std::vector<future<void>> done;
+  done.reserve(sleepers);
+  for (std::size_t i = 0; i < sleepers; ++i) {
+    const int delay_ms = 1 + static_cast<int>(i % 50);
+    done.push_back(co_spawn(h, [&, delay_ms]() -> task<> {
+      const auto due = clock_type::now() + std::chrono::milliseconds(delay_ms);
+      co_await sleep_until(due);
+      if (clock_type::now() < due) {
+        early.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!h.is_current()) {
+        elsewhere.fetch_add(1, std::memory_order_relaxed);
+      }
+      woke.fetch_add(1, std::memory_order_relaxed);
+    }));
+  }
+  for (auto& f : done) {
+    f.get();
+  }
+  EXPECT_EQ(woke.load(), sleepers);
+  EXPECT_EQ(early.load(), 0U);
+  EXPECT_EQ(elsewhere.load(), 0U);
+}
+
+}  // namespace
