@@ -13,6 +13,7 @@
 //               `co_await sleep_for(d)` (the thread's timer wheel) in tasks co_spawn-ed on the
 //               handler thread, Asio's steady_timer + `co_await async_wait(use_awaitable)` in
 //               awaitables co_spawn-ed on the io_context.
+// The awaits arms run on threads pinned to the same CPU (see shared_cpu()).
 // Checksums: awaits — the sum of the children's results; hops — round trips; sleepers — the
 // sleepers that woke plus the sum of their delays in ms.
 //
@@ -44,6 +45,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <cyan/common/thread.h>
 #include <cyan/dispatch.h>
 
 #include "bench/harness.h"
@@ -86,10 +88,35 @@ asio::awaitable<std::uint64_t> asio_parent(std::uint64_t n) {
   co_return sum;
 }
 
-/// An io_context run by its own thread until destroyed.
+/// The CPU the awaits workload pins both arms' threads to, so that
+/// both run on the same vCPU: on this host one vCPU runs a loop up to 1.6x slower than the
+/// other, for minutes at a time. Null: no pinning (a single-CPU machine).
+std::optional<unsigned> shared_cpu() {
+  if (std::thread::hardware_concurrency() < 2) {
+    return std::nullopt;
+  }
+  return 1U;
+}
+
+/// A handler thread, pinned to shared_cpu() when asked.
+handler_thread::options pinned(bool pin) {
+  handler_thread::options opts;
+  if (pin) {
+    opts.cpu = shared_cpu();
+  }
+  return opts;
+}
+
+/// An io_context run by its own thread until destroyed, pinned to shared_cpu() when asked.
 class asio_thread {
  public:
-  asio_thread() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {
+  explicit asio_thread(bool pin = false)
+      : guard_(io_.get_executor()), thread_([this, pin] {
+          if (pin && shared_cpu()) {
+            cyan::this_thread::set_affinity(*shared_cpu());
+          }
+          io_.run();
+        }) {
     asio::post(io_, asio::use_future).get();  // warm: the thread runs
   }
   ~asio_thread() {
@@ -246,8 +273,8 @@ sample asio_sleepers(asio_thread& thread, std::uint64_t sleepers) {
 // ---- running and reporting ----------------------------------------------------------------
 
 bool run_awaits(std::uint64_t n) {
-  handler_thread cyan_thread;
-  asio_thread asio_io;
+  handler_thread cyan_thread(pinned(true));
+  asio_thread asio_io(true);
   cyan::bench::suite s{ "coroutine", "awaits" };
   s.add("cyan task", [&] { return cyan_awaits(cyan_thread, n); });
   s.add("asio awaitable", [&] { return asio_awaits(asio_io, n); });
