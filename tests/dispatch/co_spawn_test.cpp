@@ -214,6 +214,37 @@ TEST(co_spawn, pool_discard_destroys_suspended_spawned_tasks) {
   }
 }
 
+// A task spawned on a pool that made handler thread `a` its home, and is suspended when `a`
+// finishes: its resumption is refused there, so it is destroyed (not resumed elsewhere), and its
+// future says so.
+TEST(co_spawn, a_task_whose_home_has_finished_is_destroyed_when_it_would_resume) {
+  lifecycle::reset();
+  thread_pool pool(2);
+  auto a = std::make_unique<handler_thread>();
+  std::latch gate{ 1 };
+  std::latch suspended{ 1 };
+  std::atomic<bool> resumed{ false };
+  future<int> pending = pool.post_awaitable([&gate] {
+    gate.wait();
+    return 1;
+  });
+  future<int> homeless = co_spawn(pool, [&]() -> task<int> {
+    lifecycle local(3);
+    co_await a->schedule();
+    suspended.count_down();
+    const int value = co_await pending;
+    resumed = true;
+    co_return value;
+  });
+  suspended.wait();
+  a->stop();
+  a->join();  // it does not wait: the task was not spawned on it
+  gate.count_down();
+  EXPECT_THROW((void)homeless.get(), task_cancelled);
+  EXPECT_FALSE(resumed.load());
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
 class recording_handler : public handler {
  public:
   void on_error(std::exception& error) noexcept override {
