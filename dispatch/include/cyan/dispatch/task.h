@@ -12,12 +12,18 @@ namespace cyan::dispatch {
 /// function returning `task<T>` and use `co_await` / `co_return` in it.
 ///
 /// A task is lazy: calling the function only creates its frame (holding its parameters); the body
-/// starts when the task is co_awaited, runs on the awaiting thread until it finishes or suspends,
-/// and may go on on whatever thread resumes it (the one completing a future it awaits, say).
-/// When the body finishes, the awaiting coroutine resumes on that same thread (by symmetric
-/// transfer, if the awaiter had to suspend). A body that finishes without suspending returns to
-/// its awaiter without any resumption, so awaiting any number of such tasks one after another
-/// uses no extra stack, whatever the compiler's optimization or sanitizer flags.
+/// starts when the task is co_awaited (or spawned with co_spawn), on the awaiting thread.
+///
+/// Affinity: a task resumes on the thread it suspended on — its home: that handler thread, or
+/// any worker of the thread_pool it runs on — whatever thread completes what it awaits (a
+/// future, a sleep, a child task that moved elsewhere); the resumption is then one post to the
+/// home. It changes threads only by `co_await schedule(executor)`, which makes that executor
+/// its home. A task awaited by a foreign coroutine, or running on a thread that is no executor's,
+/// goes on on whatever thread resumes it. A body that finishes without suspending returns to its
+/// awaiter without any resumption, so awaiting any number of such tasks one after another uses
+/// no extra stack, whatever the compiler's optimization or sanitizer flags.
+///
+/// Cancellation: a task awaited by a cyan task inherits its stop token (see this_task.h).
 ///
 /// A task is move-only and used by one thread at a time. Destroying it destroys its frame and
 /// every local in it, whether the body never started, is suspended (the thing it awaits must then
@@ -28,7 +34,8 @@ namespace cyan::dispatch {
 /// reference parameters, so take parameters by value unless the caller provably outlives the task.
 /// A lambda that is itself a coroutine (`[x]() -> task<> { ... }`) keeps its captures in the
 /// lambda object, not in the frame: they die with the lambda, which is usually before the task
-/// runs. Pass what the body needs as parameters instead (`[](int x) -> task<> { ... }(x)`).
+/// runs. Pass what the body needs as parameters instead (`[](int x) -> task<> { ... }(x)`), or
+/// hand the lambda itself to co_spawn, which keeps it until the task has finished.
 template <typename T = void>
 class [[nodiscard]] task {
  public:
