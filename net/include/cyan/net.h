@@ -1,0 +1,10 @@
+#pragma once
+
+/// Everything of cyan::net: endpoint, resolve(), tcp_listener and tcp_socket (TCP and
+/// Unix-domain stream sockets), udp_socket, and their error codes.
+
+#include "cyan/net/endpoint.h"
+#include "cyan/net/error.h"
+#include "cyan/net/resolve.h"
+#include "cyan/net/tcp.h"
+#include "cyan/net/udp.h"

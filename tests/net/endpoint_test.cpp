@@ -1,0 +1,1 @@
+#include "cyan/net/endpoint.h"

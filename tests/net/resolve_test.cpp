@@ -1,0 +1,1 @@
+#include "cyan/net/resolve.h"
