@@ -10,6 +10,7 @@ packages=(
   libomp-dev                                          # OpenMP benchmark baseline (clang)
   gnuplot-nox                                         # the benchmark chart
   wrk                                                 # load for the HTTP example
+  python3                                             # the net tests' asyncio peer
 )
 
 missing=()

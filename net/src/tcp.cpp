@@ -1,0 +1,426 @@
+#include "cyan/net/tcp.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "cyan/dispatch/sleep.h"
+
+namespace cyan::net {
+namespace {
+
+// How long accept() waits after EMFILE when the spare descriptor could not be taken back.
+constexpr std::chrono::milliseconds kEmfileBackOff{ 50 };
+
+using detail::last_error;
+using detail::set_option;
+using detail::socket_name;
+
+[[noreturn]] void throw_errno(const std::string& what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
+
+[[nodiscard]] int open_spare() noexcept {
+  return ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+// A Unix socket file no one listens on: connecting to it is refused.
+[[nodiscard]] bool is_stale_socket(const endpoint& local) {
+  const std::string path = local.path();
+  struct ::stat info {};
+  if (path.empty() || path.front() == '@' || ::stat(path.c_str(), &info) != 0 ||
+      !S_ISSOCK(info.st_mode)) {
+    return false;
+  }
+  const int probe = detail::open_socket(AF_UNIX, SOCK_STREAM, "cyan::net::tcp_listener::bind");
+  const bool refused = ::connect(probe, local.data(), local.size()) != 0 && errno == ECONNREFUSED;
+  ::close(probe);
+  return refused;
+}
+
+}  // namespace
+
+// ---- socket_handle ----
+
+socket_handle& socket_handle::operator=(socket_handle&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+socket_handle::~socket_handle() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+// ---- tcp_socket ----
+
+tcp_socket& tcp_socket::operator=(tcp_socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+tcp_socket::~tcp_socket() {
+  close();
+}
+
+tcp_socket tcp_socket::adopt(socket_handle handle) {
+  if (!handle) {
+    throw std::invalid_argument("cyan::net::tcp_socket::adopt: empty socket_handle");
+  }
+  const int flags = ::fcntl(handle.native_handle(), F_GETFL);
+  if (flags < 0 || ::fcntl(handle.native_handle(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    throw_errno("cyan::net::tcp_socket::adopt");
+  }
+  return tcp_socket(std::make_unique<detail::socket_core>(handle.release()));
+}
+
+socket_handle tcp_socket::release() {
+  if (!is_open()) {
+    return {};
+  }
+  core_->attach_here("release()");
+  socket_handle handle(core_->release());
+  core_.reset();
+  return handle;
+}
+
+void tcp_socket::shutdown_send() {
+  if (!is_open()) {
+    throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
+                            "cyan::net::tcp_socket::shutdown_send");
+  }
+  core_->attach_here("shutdown_send()");
+  if (::shutdown(core_->fd(), SHUT_WR) != 0) {
+    throw_errno("cyan::net::tcp_socket::shutdown_send");
+  }
+}
+
+void tcp_socket::close() noexcept {
+  if (core_ != nullptr && core_->has_waiters()) {
+    core_->attach_here("close()");  // only the owner may end pending operations
+  }
+  core_.reset();
+}
+
+void tcp_socket::set_nodelay(bool on) {
+  if (local_endpoint().is_unix()) {
+    return;
+  }
+  set_option(native_handle(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0,
+             "cyan::net::tcp_socket::set_nodelay");
+}
+
+void tcp_socket::set_keepalive(bool on) {
+  set_option(native_handle(), SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0,
+             "cyan::net::tcp_socket::set_keepalive");
+}
+
+endpoint tcp_socket::local_endpoint() const {
+  return socket_name(native_handle(), false, "cyan::net::tcp_socket::local_endpoint");
+}
+
+endpoint tcp_socket::remote_endpoint() const {
+  return socket_name(native_handle(), true, "cyan::net::tcp_socket::remote_endpoint");
+}
+
+// ---- tcp_listener ----
+
+tcp_listener& tcp_listener::operator=(tcp_listener&& other) noexcept {
+  if (this != &other) {
+    close();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+tcp_listener::~tcp_listener() {
+  close();
+}
+
+tcp_listener tcp_listener::bind(const endpoint& local, const options& settings) {
+  constexpr const char* what = "cyan::net::tcp_listener::bind";
+  auto state = std::make_unique<detail::listener_state>(
+      detail::open_socket(local.family(), SOCK_STREAM, what));
+  const int fd = state->core.fd();
+  if (local.is_unix()) {
+    if (settings.remove_stale_socket && is_stale_socket(local)) {
+      ::unlink(local.path().c_str());
+    }
+  } else {
+    set_option(fd, SOL_SOCKET, SO_REUSEADDR, 1, what);
+    if (settings.reuse_port) {
+      set_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, what);
+    }
+    if (local.is_v6()) {
+      set_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, settings.v6_only ? 1 : 0, what);
+    }
+  }
+  if (::bind(fd, local.data(), local.size()) != 0) {
+    throw_errno(std::string(what) + "(" + local.to_string() + ")");
+  }
+  if (::listen(fd, settings.backlog) != 0) {
+    throw_errno(std::string(what) + "(" + local.to_string() + "): listen");
+  }
+  return tcp_listener(std::move(state));
+}
+
+dispatch::task<tcp_socket> tcp_listener::accept_within(detail::timeout_type limit) {
+  detail::listener_state* state = state_.get();
+  if (state != nullptr && state->back_off) {
+    co_await dispatch::sleep_for(kEmfileBackOff);
+    state->reopen_spare();
+  }
+  co_return co_await detail::accept_op(state, limit);
+}
+
+void tcp_listener::close() noexcept {
+  if (state_ != nullptr && state_->core.has_waiters()) {
+    state_->core.attach_here("close()");
+  }
+  state_.reset();
+}
+
+endpoint tcp_listener::local_endpoint() const {
+  return socket_name(native_handle(), false, "cyan::net::tcp_listener::local_endpoint");
+}
+
+// ---- the operations ----
+
+namespace detail {
+
+bool read_some_op::attempt() noexcept {
+  for (;;) {
+    const ::ssize_t n = ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0);
+    if (n >= 0) {
+      done_ = static_cast<std::size_t>(n);
+      return true;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    }
+    if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+}
+
+bool read_exact_op::attempt() noexcept {
+  while (!buffer_.empty()) {
+    const ::ssize_t n = ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0);
+    if (n > 0) {
+      buffer_ = buffer_.subspan(static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      error_ = make_error_code(error::end_of_stream);
+      return true;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    } else if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+  return true;
+}
+
+bool write_some_op::attempt() noexcept {
+  for (;;) {
+    const ::ssize_t n = ::send(core_->fd(), buffer_.data(), buffer_.size(), MSG_NOSIGNAL);
+    if (n >= 0) {
+      done_ = static_cast<std::size_t>(n);
+      return true;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    }
+    if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+}
+
+bool write_all_op::attempt() noexcept {
+  for (;;) {
+    while (next_ < buffers_.size() && offset_ == buffers_[next_].size()) {
+      ++next_;  // skips empty buffers and the one just finished
+      offset_ = 0;
+    }
+    if (next_ == buffers_.size()) {
+      return true;
+    }
+    ::iovec pieces[kGather];
+    const std::size_t count = std::min(kGather, buffers_.size() - next_);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::span<const std::byte> piece =
+          buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
+      pieces[i] = { const_cast<std::byte*>(piece.data()), piece.size() };
+    }
+    ::msghdr message{};
+    message.msg_iov = pieces;
+    message.msg_iovlen = count;
+    const ::ssize_t n = ::sendmsg(core_->fd(), &message, MSG_NOSIGNAL);
+    if (n >= 0) {
+      advance(static_cast<std::size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    } else if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+}
+
+void write_all_op::advance(std::size_t written) noexcept {
+  while (written > 0) {
+    const std::size_t left = buffers_[next_].size() - offset_;
+    if (written < left) {
+      offset_ += written;
+      return;
+    }
+    written -= left;
+    ++next_;
+    offset_ = 0;
+  }
+}
+
+connect_op::connect_op(const endpoint& peer, timeout_type timeout)
+    : io_wait(nullptr, event::io::write, timeout), peer_(peer) {
+  const int fd = ::socket(peer.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error_ = last_error();
+    return;
+  }
+  socket_ = std::make_unique<socket_core>(fd);
+  core_ = socket_.get();
+}
+
+connect_op::~connect_op() = default;
+
+bool connect_op::attempt() noexcept {
+  if (!started_) {
+    started_ = true;
+    if (::connect(core_->fd(), peer_.data(), peer_.size()) == 0) {
+      return true;
+    }
+    // EINTR: the connection goes on being made, as for EINPROGRESS.
+    if (errno == EINPROGRESS || errno == EINTR) {
+      return false;
+    }
+    error_ = last_error();
+    return true;
+  }
+  int failure = 0;
+  ::socklen_t size = sizeof failure;
+  if (::getsockopt(core_->fd(), SOL_SOCKET, SO_ERROR, &failure, &size) != 0) {
+    failure = errno;
+  }
+  if (failure != 0) {
+    error_ = { failure, std::generic_category() };
+  }
+  return true;
+}
+
+tcp_socket connect_op::await_resume() {
+  finish(("cyan::net::tcp_socket::connect(" + peer_.to_string() + ")").c_str());
+  core_ = nullptr;
+  return tcp_socket(std::move(socket_));
+}
+
+listener_state::listener_state(int fd) : core(fd), spare_fd(open_spare()) {}
+
+listener_state::~listener_state() {
+  if (spare_fd >= 0) {
+    ::close(spare_fd);
+  }
+}
+
+void listener_state::shed_connections() noexcept {
+  if (spare_fd < 0) {
+    back_off = true;
+    return;
+  }
+  ::close(spare_fd);
+  for (int fd; (fd = ::accept4(core.fd(), nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+    ::close(fd);
+  }
+  spare_fd = -1;
+  reopen_spare();
+}
+
+void listener_state::reopen_spare() noexcept {
+  if (spare_fd < 0) {
+    spare_fd = open_spare();
+  }
+  back_off = spare_fd < 0;
+}
+
+accept_op::~accept_op() {
+  if (accepted_ >= 0) {
+    ::close(accepted_);  // accepted, but the awaiting coroutine never took it
+  }
+}
+
+bool accept_op::attempt() noexcept {
+  // Linux takes the new descriptor before it looks for a connection, so with the table full
+  // accept4() fails at once even when no one connects: after an EMFILE, wait until a
+  // connection is there before trying.
+  if (std::exchange(speculative_, false) && listener_->out_of_descriptors) {
+    return false;
+  }
+  for (;;) {
+    accepted_ = ::accept4(core_->fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (accepted_ >= 0) {
+      listener_->out_of_descriptors = false;
+      return true;
+    }
+    switch (errno) {
+      case EAGAIN:
+#if EAGAIN != EWOULDBLOCK
+      case EWOULDBLOCK:
+#endif
+        return false;
+      case EINTR:
+      case ECONNABORTED:  // the client gave up before we took it: take the next one
+      case EPROTO:
+        continue;
+      case EMFILE:
+      case ENFILE:
+        error_ = last_error();
+        listener_->out_of_descriptors = true;
+        listener_->shed_connections();
+        return true;
+      default:
+        error_ = last_error();
+        return true;
+    }
+  }
+}
+
+tcp_socket accept_op::await_resume() {
+  finish("cyan::net::tcp_listener::accept");
+  auto core = std::make_unique<socket_core>(accepted_);
+  accepted_ = -1;
+  return tcp_socket(std::move(core));
+}
+
+}  // namespace detail
+}  // namespace cyan::net

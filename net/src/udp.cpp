@@ -1,0 +1,110 @@
+#include "cyan/net/udp.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace cyan::net {
+
+udp_socket& udp_socket::operator=(udp_socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+udp_socket::~udp_socket() {
+  close();
+}
+
+udp_socket udp_socket::bind(const endpoint& local) {
+  constexpr const char* what = "cyan::net::udp_socket::bind";
+  if (local.is_unix()) {
+    throw std::invalid_argument("cyan::net::udp_socket::bind: a Unix-domain endpoint (" +
+                                local.to_string() + ") is not a UDP address");
+  }
+  auto core = std::make_unique<detail::socket_core>(
+      detail::open_socket(local.family(), SOCK_DGRAM, what));
+  if (::bind(core->fd(), local.data(), local.size()) != 0) {
+    throw std::system_error(detail::last_error(), std::string(what) + "(" + local.to_string() + ")");
+  }
+  return udp_socket(std::move(core));
+}
+
+void udp_socket::connect(const endpoint& peer) {
+  constexpr const char* what = "cyan::net::udp_socket::connect";
+  if (!is_open()) {
+    throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor), what);
+  }
+  core_->attach_here("connect()");
+  if (::connect(core_->fd(), peer.data(), peer.size()) != 0) {
+    throw std::system_error(detail::last_error(), std::string(what) + "(" + peer.to_string() + ")");
+  }
+}
+
+void udp_socket::close() noexcept {
+  if (core_ != nullptr && core_->has_waiters()) {
+    core_->attach_here("close()");
+  }
+  core_.reset();
+}
+
+endpoint udp_socket::local_endpoint() const {
+  return detail::socket_name(native_handle(), false, "cyan::net::udp_socket::local_endpoint");
+}
+
+namespace detail {
+
+bool send_op::attempt() noexcept {
+  for (;;) {
+    const ::ssize_t n =
+        ::sendto(core_->fd(), datagram_.data(), datagram_.size(), MSG_NOSIGNAL,
+                 peer_ != nullptr ? peer_->data() : nullptr, peer_ != nullptr ? peer_->size() : 0);
+    if (n >= 0) {
+      done_ = static_cast<std::size_t>(n);
+      return true;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    }
+    if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+}
+
+bool receive_op::attempt() noexcept {
+  for (;;) {
+    sender_size_ = endpoint::capacity();
+    // MSG_TRUNC: the result is the datagram's real length, so truncation shows.
+    const ::ssize_t n = ::recvfrom(core_->fd(), buffer_.data(), buffer_.size(), MSG_TRUNC,
+                                   result_.sender.storage(), &sender_size_);
+    if (n >= 0) {
+      const auto length = static_cast<std::size_t>(n);
+      result_.truncated = length > buffer_.size();
+      result_.size = result_.truncated ? buffer_.size() : length;
+      return true;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    }
+    if (errno != EINTR) {
+      error_ = last_error();
+      return true;
+    }
+  }
+}
+
+received_datagram receive_op::await_resume() {
+  finish("cyan::net::udp_socket::receive");
+  result_.sender = endpoint::from_sockaddr(result_.sender.storage(), sender_size_);
+  return result_;
+}
+
+}  // namespace detail
+}  // namespace cyan::net

@@ -1,0 +1,190 @@
+#pragma once
+
+// How a socket operation waits.
+//
+// A socket_core owns one descriptor (non-blocking) and, once the socket is attached to a thread,
+// one io watcher on that thread's loop. An operation (an io_wait) first makes its system call;
+// only when that would block does it register with the core as the socket's reader or writer,
+// and the watcher runs while someone waits. Whatever ends the wait resumes the coroutine once:
+//
+//   ready      the watcher saw the direction ready: the operation retries its system call
+//              (and waits on when that would still block);                        [loop thread]
+//   timed out  the operation's entry in the thread's timer wheel fired;          [loop thread]
+//   closed     close() or the socket's destruction: operation_canceled;          [loop thread]
+//   stopped    the task's std::stop_token: the stop callback posts a cancel job to the loop
+//              thread, which ends the wait with operation_canceled;               [any thread]
+//   lost       the thread's timer wheel went away with the thread: the task is dropped.
+//
+// The loop-thread paths never race each other; the one that may run on another thread, a stop
+// request, is ordered against them by state_ (see io_wait).
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <system_error>
+
+#include "cyan/common/noncopyable.h"
+#include "cyan/dispatch/detail/coro_env.h"
+#include "cyan/event/io.h"
+#include "cyan/event/loop.h"
+#include "cyan/event/timer_wheel.h"
+#include "cyan/net/endpoint.h"
+
+namespace cyan::net::detail {
+
+/// An operation's time limit; kNoTimeout waits for ever.
+using timeout_type = std::chrono::nanoseconds;
+inline constexpr timeout_type kNoTimeout = timeout_type::max();
+
+/// `limit` as a timeout: rounded up to whole nanoseconds, zero or less fails at the first wait,
+/// a century or more is no limit.
+template <typename Rep, typename Period>
+[[nodiscard]] timeout_type to_timeout(std::chrono::duration<Rep, Period> limit) noexcept {
+  if (limit <= limit.zero()) {
+    return timeout_type::zero();
+  }
+  using seconds = std::chrono::duration<double>;
+  if (seconds(limit) >= seconds(std::chrono::hours(24 * 365 * 100))) {
+    return kNoTimeout;
+  }
+  return std::chrono::ceil<timeout_type>(limit);
+}
+
+/// Throws std::system_error(error, what) when `error` is set.
+void throw_if(const std::error_code& error, const char* what);
+
+/// A socket() (SOCK_NONBLOCK | SOCK_CLOEXEC) of `family` and `type`; throws std::system_error.
+[[nodiscard]] int open_socket(int family, int type, const char* what);
+
+/// errno as a std::error_code.
+[[nodiscard]] std::error_code last_error() noexcept;
+
+/// setsockopt() of an int option; throws std::system_error(what).
+void set_option(int fd, int level, int name, int value, const char* what);
+
+/// getsockname() (or getpeername() when `peer`); throws std::system_error(what).
+[[nodiscard]] endpoint socket_name(int fd, bool peer, const char* what);
+
+class io_wait;
+
+/// One descriptor and its readiness watcher (see the top of this file).
+///
+/// Thread rules: the core attaches to the thread that creates it when that is a handler thread
+/// (or pool worker), otherwise to the first such thread that runs an operation on it; from then
+/// on every operation is that thread's (debug builds abort with a message otherwise).
+/// Destroying a core without a pending operation is allowed on any thread.
+class socket_core : noncopyable {
+ public:
+  /// Owns `fd`, which must be non-blocking.
+  explicit socket_core(int fd);
+  /// close().
+  ~socket_core();
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
+  [[nodiscard]] bool has_waiters() const noexcept { return reader_ != nullptr || writer_ != nullptr; }
+
+  /// Attaches the core to the calling thread if it is not attached yet, else checks (debug
+  /// builds) that the calling thread is its own, aborting with a message naming `operation`
+  /// otherwise. Throws std::logic_error when an unattached core is used off a handler thread.
+  void attach_here(const char* operation);
+
+  /// Ends every pending operation with operation_canceled (they resume later, through their
+  /// threads' queues), stops the watcher and closes the descriptor. Does nothing when closed.
+  void close() noexcept;
+
+  /// Gives the descriptor up without closing it. Throws std::logic_error while an operation is
+  /// pending.
+  [[nodiscard]] int release();
+
+  /// Registers `op` as the socket's reader (event::io_events::read) or writer and starts the
+  /// watcher for it. Throws std::logic_error when that direction already has an operation.
+  void wait(io_wait& op, event::io_events direction);
+  /// Withdraws `op` if it is registered; stops the watcher when nothing waits any more.
+  void unwait(io_wait& op) noexcept;
+
+ private:
+  void on_ready(event::io_events ready) noexcept;
+  void update_watcher() noexcept;
+  void check_thread(const char* operation) const noexcept;
+
+  int fd_;
+  std::shared_ptr<event::loop> loop_;  // null until attached
+  std::optional<event::io> watcher_;   // on loop_, once attached
+  io_wait* reader_ = nullptr;
+  io_wait* writer_ = nullptr;
+  bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
+};
+
+/// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
+/// stop-token and close cancellation (see the top of this file). Derived awaiters implement
+/// attempt() and an await_resume() that calls finish() first. Neither copyable nor movable: a
+/// pending operation is registered by address.
+class io_wait : noncopyable {
+ public:
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+
+  template <typename Promise>
+  bool await_suspend(std::coroutine_handle<Promise> suspended) {
+    return suspend(suspended, dispatch::detail::branch_of(suspended));
+  }
+
+ protected:
+  io_wait(socket_core* core, event::io_events direction, timeout_type timeout) noexcept
+      : core_(core), timeout_(timeout), direction_(direction) {}
+  ~io_wait();
+
+  /// Makes the system call(s): true when the operation has finished (with its result, or
+  /// error_ set), false when it would block. Runs on the socket's thread.
+  virtual bool attempt() noexcept = 0;
+
+  /// For await_resume(): waits for a stop callback still running elsewhere, then throws error_
+  /// as std::system_error(error_, what) when set.
+  void finish(const char* what);
+
+  socket_core* core_;  // null once the socket was closed under the operation
+  std::error_code error_;
+
+ private:
+  friend class socket_core;
+
+  // state_ bits. kBusy: the loop thread is retrying the system call; kStop: a stop request
+  // arrived; kDone: the wait has ended (whoever set it resumes the coroutine).
+  static constexpr unsigned kBusy = 1;
+  static constexpr unsigned kStop = 2;
+  static constexpr unsigned kDone = 4;
+
+  struct on_stop {
+    io_wait* self;
+    void operator()() const noexcept { self->stop_requested(); }
+  };
+  struct timeout_entry;  // the timer wheel's closure
+  struct cancel_job;     // a stop request's work on the loop thread
+
+  bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
+  void start_waiting();
+  void ready() noexcept;
+  void closed() noexcept;
+  void timed_out() noexcept;
+  void lost() noexcept;
+  void stop_requested() noexcept;
+  void cancel_on_loop_thread() noexcept;
+  void end_wait() noexcept;
+
+  timeout_type timeout_;
+  event::io_events direction_;
+  std::coroutine_handle<> coroutine_;
+  dispatch::detail::branch* owner_ = nullptr;
+  dispatch::detail::executor_ref home_;    // where the coroutine resumes
+  dispatch::detail::executor_ref thread_;  // the socket's thread, for a stop request's job
+  event::timer_wheel* wheel_ = nullptr;    // set while the timeout entry is in it
+  event::timer_wheel::id entry_{};
+  // Written by the loop thread and by the stop callback (any thread), see the bits above.
+  std::atomic<unsigned> state_{ 0 };
+  std::optional<std::stop_callback<on_stop>> stop_watch_;
+};
+
+}  // namespace cyan::net::detail
