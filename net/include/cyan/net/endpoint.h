@@ -56,7 +56,8 @@ class endpoint {
   [[nodiscard]] std::uint16_t port() const noexcept;
   /// The same address with another port. Throws std::logic_error for a Unix-domain endpoint.
   [[nodiscard]] endpoint with_port(std::uint16_t port) const;
-  /// The numeric address without the port (`127.0.0.1`, `::1`) or, for Unix-domain, the path.
+  /// The numeric address without the port (`127.0.0.1`, `::1`, `fe80::1%lo` with its zone) or,
+  /// for Unix-domain, the path.
   [[nodiscard]] std::string address() const;
   /// The Unix-domain path ('@' first for the abstract namespace); empty for IP endpoints.
   [[nodiscard]] std::string path() const;
@@ -65,11 +66,13 @@ class endpoint {
   [[nodiscard]] std::string to_string() const;
 
   /// Equal when family, address, port (and IPv6 zone) or path are equal. The order is by family,
-  /// then address bytes, then port: a total order for std::map.
+  /// then address bytes, then port, then IPv6 zone (Unix-domain: by sun_path's bytes, so an
+  /// abstract name differs from a path spelled the same): a total order for std::map.
   friend bool operator==(const endpoint& a, const endpoint& b) noexcept;
   friend std::strong_ordering operator<=>(const endpoint& a, const endpoint& b) noexcept;
 
-  /// The space for the kernel to fill in, then resize() to what it wrote. For recvfrom/accept.
+  /// The space (capacity() bytes) for the kernel to fill in, for recvfrom/accept: pass it and
+  /// the size the kernel wrote to from_sockaddr() to get the endpoint; size() is not updated.
   [[nodiscard]] ::sockaddr* storage() noexcept;
   [[nodiscard]] static constexpr ::socklen_t capacity() noexcept { return sizeof(::sockaddr_storage); }
 
