@@ -17,9 +17,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/ipv6.h"
+
 namespace {
 
 using cyan::net::endpoint;
+using cyan::test::kernel_has_ipv6;
 
 constexpr std::size_t kPathOffset = offsetof(::sockaddr_un, sun_path);
 
@@ -39,11 +42,6 @@ class socket_fd {
  private:
   int fd_;
 };
-
-bool kernel_has_ipv6() {
-  const socket_fd probe(AF_INET6, SOCK_STREAM);
-  return probe.get() >= 0;
-}
 
 // What the kernel says `fd` is bound to.
 endpoint local_endpoint_of(int fd) {
