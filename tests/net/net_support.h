@@ -1,11 +1,9 @@
 #pragma once
 
-// What the net tests share: byte patterns, a temporary directory for Unix sockets, and an
-// IPv6 probe. Every test talks to 127.0.0.1, ::1 or a Unix socket in a temporary directory.
+// What the net tests share: byte patterns and a temporary directory for Unix sockets. Every
+// test talks to 127.0.0.1, ::1 or a Unix socket in a temporary directory.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -64,19 +62,5 @@ class temp_dir {
  private:
   std::string path_;
 };
-
-/// Whether this kernel can bind a socket to ::1.
-[[nodiscard]] inline bool has_ipv6_loopback() {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return false;
-  }
-  ::sockaddr_in6 address{};
-  address.sin6_family = AF_INET6;
-  address.sin6_addr = in6addr_loopback;
-  const bool bound = ::bind(fd, reinterpret_cast<const ::sockaddr*>(&address), sizeof address) == 0;
-  ::close(fd);
-  return bound;
-}
 
 }  // namespace cyan::test

@@ -27,6 +27,7 @@
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
 #include "net/net_support.h"
+#include "support/ipv6.h"
 #include "support/allocation_counter.h"
 #include "support/owned_coroutine.h"
 #include "support/sync_wait.h"
@@ -656,7 +657,7 @@ TEST(tcp, release_with_an_operation_pending_throws_and_keeps_the_socket) {
 }
 
 TEST(tcp, ipv6_loopback_round_trip) {
-  if (!cyan::test::has_ipv6_loopback()) {
+  if (!cyan::test::kernel_has_ipv6()) {
     GTEST_SKIP() << "this kernel has no IPv6 loopback (::1)";
   }
   handler_thread h;

@@ -13,6 +13,7 @@
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
 #include "net/net_support.h"
+#include "support/ipv6.h"
 
 namespace {
 
@@ -116,7 +117,7 @@ TEST(udp, a_stop_request_cancels_a_pending_receive) {
 }
 
 TEST(udp, ipv6_round_trip) {
-  if (!cyan::test::has_ipv6_loopback()) {
+  if (!cyan::test::kernel_has_ipv6()) {
     GTEST_SKIP() << "this kernel has no IPv6 loopback (::1)";
   }
   handler_thread h;
