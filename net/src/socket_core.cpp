@@ -159,20 +159,30 @@ void socket_core::update_watcher() noexcept {
   watcher_->start();
 }
 
-// Resuming the reader may end the socket (its task returns and destroys it): destroyed_ tells.
+// Resuming a waiter may end the socket: its task may destroy it, or finish something that
+// another thread then destroys it after. So nothing of the core is touched after the last
+// resumption; only when both directions are ready does destroyed_ tell whether the writer
+// is still there.
 void socket_core::on_ready(event::io_events ready) noexcept {
   io_wait* const reader = event::has(ready, event::io::read) ? reader_ : nullptr;
   io_wait* const writer = event::has(ready, event::io::write) ? writer_ : nullptr;
+  if (reader == nullptr || writer == nullptr) {
+    if (reader != nullptr) {
+      reader->ready();
+    } else if (writer != nullptr) {
+      writer->ready();
+    }
+    return;
+  }
   bool destroyed = false;
   destroyed_ = &destroyed;
-  if (reader != nullptr) {
-    reader->ready();
+  reader->ready();
+  if (destroyed) {
+    return;
   }
-  if (!destroyed && writer != nullptr && writer_ == writer) {
+  destroyed_ = nullptr;
+  if (writer_ == writer) {
     writer->ready();
-  }
-  if (!destroyed) {
-    destroyed_ = nullptr;
   }
 }
 
