@@ -2,6 +2,7 @@
 #include <cyan/common.h>
 #include <cyan/event.h>
 #include <cyan/lockfree.h>
+#include <cyan/net.h>
 
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,13 @@ int main() {
   loop->start();  // links libev
   if (!fired) {
     std::fprintf(stderr, "event timer did not fire\n");
+    return 1;
+  }
+  // cyan::net: an endpoint round trip and a listener on a free loopback port (links the module).
+  const auto address = cyan::net::endpoint::parse("127.0.0.1:0");
+  auto listener = cyan::net::tcp_listener::bind(address);
+  if (listener.local_endpoint().port() == 0 || address.to_string() != "127.0.0.1:0") {
+    std::fprintf(stderr, "net listener has no port\n");
     return 1;
   }
   std::printf("cyan %s consumed\n", CYAN_VERSION_STRING);
