@@ -1,0 +1,164 @@
+#include "server/server_support.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <future>
+#include <thread>
+
+#include "cyan/event.h"
+
+namespace cyan::examples {
+
+// ---- command_line ----
+
+command_line::command_line(std::string program, std::string summary)
+    : program_(std::move(program)), summary_(std::move(summary)) {}
+
+command_line& command_line::option(const std::string& name, const std::string& fallback,
+                                   const std::string& help) {
+  const bool numeric = !fallback.empty() && fallback.find_first_not_of("0123456789") == std::string::npos;
+  entries_[name] = { fallback, help, false, numeric };
+  order_.push_back(name);
+  return *this;
+}
+
+command_line& command_line::flag(const std::string& name, const std::string& help) {
+  entries_[name] = { "", help, true, false };
+  order_.push_back(name);
+  return *this;
+}
+
+command_line& command_line::server_options() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return option("port", "0", "TCP port to listen on (0: a free port, printed)")
+      .option("host", "127.0.0.1", "address to listen on (or unix:/path)")
+      .option("threads", std::to_string(cores), "handler threads, one listener each")
+      .option("grace-ms", "2000", "on SIGINT/SIGTERM, time for requests in flight to finish");
+}
+
+void command_line::usage(int status) const {
+  std::FILE* out = status == 0 ? stdout : stderr;
+  std::fprintf(out, "%s — %s\n\nusage: %s [options]\n", program_.c_str(), summary_.c_str(),
+               program_.c_str());
+  for (const std::string& name : order_) {
+    const entry& e = entries_.at(name);
+    std::fprintf(out, "  --%-20s %s%s%s%s\n", (name + (e.is_flag ? "" : " N")).c_str(), e.help.c_str(),
+                 e.is_flag ? "" : " (default ", e.is_flag ? "" : e.value.c_str(), e.is_flag ? "" : ")");
+  }
+  std::fprintf(out, "  --%-20s %s\n", "help", "this text");
+  std::exit(status);
+}
+
+void command_line::parse(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(0);
+    }
+    const auto found = arg.rfind("--", 0) == 0 ? entries_.find(arg.substr(2)) : entries_.end();
+    if (found == entries_.end()) {
+      std::fprintf(stderr, "%s: unknown argument %s\n", program_.c_str(), arg.c_str());
+      usage(2);
+    }
+    entry& e = found->second;
+    if (e.is_flag) {
+      e.value = "1";
+      continue;
+    }
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", program_.c_str(), arg.c_str());
+      usage(2);
+    }
+    e.value = argv[++i];
+    if (e.numeric && (e.value.empty() || e.value.find_first_not_of("0123456789") != std::string::npos ||
+                      e.value.size() > 12)) {
+      std::fprintf(stderr, "%s: %s needs a non-negative number, not \"%s\"\n", program_.c_str(),
+                   arg.c_str(), e.value.c_str());
+      usage(2);
+    }
+  }
+}
+
+const std::string& command_line::text(const std::string& name) const {
+  return entries_.at(name).value;
+}
+
+long long command_line::number(const std::string& name) const {
+  return std::stoll(text(name));
+}
+
+bool command_line::is_set(const std::string& name) const {
+  return !text(name).empty();
+}
+
+net::endpoint command_line::listen_endpoint() const {
+  const std::string& host = text("host");
+  if (host.rfind("unix:", 0) == 0) {
+    return net::endpoint::parse(host);
+  }
+  const long long port = number("port");
+  if (port > 65535) {
+    throw std::invalid_argument("--port " + std::to_string(port) + " is above 65535");
+  }
+  const bool v6 = host.find(':') != std::string::npos;
+  return net::endpoint::parse((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
+}
+
+// ---- server_runtime ----
+
+// The SIGINT and SIGTERM watchers on the main loop, and the async that stop() uses.
+struct server_runtime::signals {
+  signals()
+      : loop(event::get_main_loop()), interrupt(loop), terminate(loop), wake(loop) {
+    const auto shutdown = [this] { loop->stop(); };
+    interrupt.set_number(SIGINT);
+    interrupt.set_callback(shutdown);
+    terminate.set_number(SIGTERM);
+    terminate.set_callback(shutdown);
+    wake.set_callback(shutdown);
+    interrupt.start();
+    terminate.start();
+    wake.start();
+  }
+  std::shared_ptr<event::loop> loop;
+  event::signal interrupt;
+  event::signal terminate;
+  event::async wake;
+};
+
+server_runtime::server_runtime(unsigned threads) : signals_(std::make_unique<signals>()) {
+  for (unsigned i = 0; i < std::max(threads, 1u); ++i) {
+    threads_.push_back(std::make_unique<dispatch::handler_thread>());
+  }
+}
+
+server_runtime::~server_runtime() {
+  listeners_.request_stop();
+  connections_.request_stop();
+  listeners_.join_blocking();
+  connections_.join_blocking();
+}
+
+void server_runtime::stop() noexcept {
+  signals_->wake.send();
+}
+
+int server_runtime::run(const net::endpoint& where, std::chrono::milliseconds grace) {
+  std::printf("listening on %s\n", where.to_string().c_str());
+  std::fflush(stdout);
+  signals_->loop->start();  // until SIGINT, SIGTERM or stop()
+  listeners_.request_stop();
+  listeners_.join_blocking();
+  draining_.store(true, std::memory_order_release);
+  auto drained = dispatch::co_spawn(thread(0), [this]() -> dispatch::task<> { co_await connections_.join(); });
+  if (drained.wait_for(grace) != std::future_status::ready) {
+    connections_.request_stop();
+  }
+  drained.get();
+  return 0;
+}
+
+}  // namespace cyan::examples

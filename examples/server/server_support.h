@@ -1,0 +1,97 @@
+#pragma once
+
+// What every example server shares: its command line (--port, --threads, --grace-ms, --help
+// and the server's own options), the "listening on <endpoint>" line, and the graceful shutdown
+// on SIGINT / SIGTERM:
+//
+//   1. stop accepting    the listeners' scope is stopped and joined;
+//   2. drain             draining() turns true: connections finish the request in flight and
+//                        close; the server waits up to --grace-ms for them;
+//   3. close the rest    the connections' scope is stopped (pending reads end with
+//                        operation_canceled) and joined; run() returns 0.
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cyan/dispatch.h"
+#include "cyan/net.h"
+
+namespace cyan::examples {
+
+/// `--name value` options and `--name` flags. [one thread]
+class command_line {
+ public:
+  command_line(std::string program, std::string summary);
+
+  /// Declares an option with its default and a line of help.
+  command_line& option(const std::string& name, const std::string& fallback, const std::string& help);
+  /// Declares a flag (false unless given).
+  command_line& flag(const std::string& name, const std::string& help);
+  /// Declares --port (0: a free port), --host (127.0.0.1), --threads (the cores) and
+  /// --grace-ms (2000).
+  command_line& server_options();
+
+  /// Reads argv. --help prints the usage and exits 0; an unknown option, a missing value or a
+  /// malformed number prints the usage on stderr and exits 2.
+  void parse(int argc, char** argv);
+
+  [[nodiscard]] const std::string& text(const std::string& name) const;
+  /// The option as a non-negative integer (checked by parse() for numeric defaults).
+  [[nodiscard]] long long number(const std::string& name) const;
+  [[nodiscard]] bool is_set(const std::string& name) const;
+
+  /// --host and --port as an endpoint (--host may be "unix:/path" too, then --port is unused).
+  [[nodiscard]] net::endpoint listen_endpoint() const;
+
+ private:
+  struct entry {
+    std::string value;
+    std::string help;
+    bool is_flag = false;
+    bool numeric = false;
+  };
+  [[noreturn]] void usage(int status) const;
+
+  std::string program_;
+  std::string summary_;
+  std::vector<std::string> order_;
+  std::map<std::string, entry> entries_;
+};
+
+/// A server's threads, its two scopes and its shutdown (see the top of this file).
+class server_runtime {
+ public:
+  /// `threads` handler threads (at least 1). Installs the SIGINT / SIGTERM watchers.
+  explicit server_runtime(unsigned threads);
+  ~server_runtime();
+
+  [[nodiscard]] unsigned size() const noexcept { return static_cast<unsigned>(threads_.size()); }
+  [[nodiscard]] dispatch::handler_thread& thread(unsigned index) { return *threads_[index]; }
+  /// Listener tasks: stopped first. [any thread]
+  [[nodiscard]] dispatch::async_scope& listeners() noexcept { return listeners_; }
+  /// Connection tasks: stopped after the grace period. [any thread]
+  [[nodiscard]] dispatch::async_scope& connections() noexcept { return connections_; }
+  /// True once shutdown began: finish the request in flight, then close. [any thread]
+  [[nodiscard]] bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
+
+  /// Prints "listening on <where>", waits for SIGINT / SIGTERM (or stop()) on the main thread's
+  /// loop, shuts down, and returns the exit status (0). [the main thread]
+  int run(const net::endpoint& where, std::chrono::milliseconds grace);
+
+  /// Begins the shutdown as a signal would. [any thread]
+  void stop() noexcept;
+
+ private:
+  std::vector<std::unique_ptr<dispatch::handler_thread>> threads_;
+  dispatch::async_scope listeners_;
+  dispatch::async_scope connections_;
+  std::atomic<bool> draining_{ false };
+  struct signals;
+  std::unique_ptr<signals> signals_;
+};
+
+}  // namespace cyan::examples
