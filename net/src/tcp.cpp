@@ -96,7 +96,7 @@ socket_handle tcp_socket::release() {
   if (!is_open()) {
     return {};
   }
-  core_->attach_here("release()");
+  core_->check_owner("release()");
   socket_handle handle(core_->release());
   core_.reset();
   return handle;
@@ -107,7 +107,7 @@ void tcp_socket::shutdown_send() {
     throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
                             "cyan::net::tcp_socket::shutdown_send");
   }
-  core_->attach_here("shutdown_send()");
+  core_->check_owner("shutdown_send()");
   if (::shutdown(core_->fd(), SHUT_WR) != 0) {
     throw_errno("cyan::net::tcp_socket::shutdown_send");
   }
@@ -115,7 +115,7 @@ void tcp_socket::shutdown_send() {
 
 void tcp_socket::close() noexcept {
   if (core_ != nullptr && core_->has_waiters()) {
-    core_->attach_here("close()");  // only the owner may end pending operations
+    core_->check_owner("close()");  // only the owner may end pending operations
   }
   core_.reset();
 }
@@ -193,7 +193,7 @@ dispatch::task<tcp_socket> tcp_listener::accept_within(detail::timeout_type limi
 
 void tcp_listener::close() noexcept {
   if (state_ != nullptr && state_->core.has_waiters()) {
-    state_->core.attach_here("close()");
+    state_->core.check_owner("close()");
   }
   state_.reset();
 }

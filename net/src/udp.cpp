@@ -48,7 +48,7 @@ void udp_socket::connect(const endpoint& peer) {
 
 void udp_socket::close() noexcept {
   if (core_ != nullptr && core_->has_waiters()) {
-    core_->attach_here("close()");
+    core_->check_owner("close()");  // only the owner may end pending operations
   }
   core_.reset();
 }

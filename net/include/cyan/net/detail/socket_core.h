@@ -91,6 +91,13 @@ class socket_core : noncopyable {
   /// builds) that the calling thread is its own, aborting with a message naming `operation`
   /// otherwise. Throws std::logic_error when an unattached core is used off a handler thread.
   void attach_here(const char* operation);
+  /// The thread check of attach_here() without attaching: for calls that any thread may make
+  /// on a socket no thread has used yet (release(), shutdown_send(), close() with waiters).
+  void check_owner(const char* operation) const noexcept {
+    if (loop_) {
+      check_thread(operation);
+    }
+  }
 
   /// Ends every pending operation with operation_canceled (they resume later, through their
   /// threads' queues), stops the watcher and closes the descriptor. Does nothing when closed.
