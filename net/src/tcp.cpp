@@ -207,55 +207,40 @@ endpoint tcp_listener::local_endpoint() const {
 namespace detail {
 
 bool read_some_op::attempt() noexcept {
-  for (;;) {
-    const ::ssize_t n = ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0);
-    if (n >= 0) {
-      done_ = static_cast<std::size_t>(n);
-      return true;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return false;
-    }
-    if (errno != EINTR) {
-      error_ = last_error();
-      return true;
-    }
+  const long n = io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
+  if (n == kWouldBlock) {
+    return false;
   }
+  done_ = n > 0 ? static_cast<std::size_t>(n) : 0;
+  return true;
 }
 
 bool read_exact_op::attempt() noexcept {
   while (!buffer_.empty()) {
-    const ::ssize_t n = ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0);
-    if (n > 0) {
-      buffer_ = buffer_.subspan(static_cast<std::size_t>(n));
-    } else if (n == 0) {
-      error_ = make_error_code(error::end_of_stream);
-      return true;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    const long n = io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
+    if (n == kWouldBlock) {
       return false;
-    } else if (errno != EINTR) {
-      error_ = last_error();
+    }
+    if (n == kFailed) {
       return true;
     }
+    if (n == 0) {
+      error_ = make_error_code(error::end_of_stream);
+      return true;
+    }
+    buffer_ = buffer_.subspan(static_cast<std::size_t>(n));
   }
   return true;
 }
 
 bool write_some_op::attempt() noexcept {
-  for (;;) {
-    const ::ssize_t n = ::send(core_->fd(), buffer_.data(), buffer_.size(), MSG_NOSIGNAL);
-    if (n >= 0) {
-      done_ = static_cast<std::size_t>(n);
-      return true;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return false;
-    }
-    if (errno != EINTR) {
-      error_ = last_error();
-      return true;
-    }
+  const long n = io_call(
+      [&] { return ::send(core_->fd(), buffer_.data(), buffer_.size(), MSG_NOSIGNAL); }, error_);
+  if (n == kWouldBlock) {
+    return false;
   }
+  done_ = n > 0 ? static_cast<std::size_t>(n) : 0;
+  return true;
 }
 
 bool write_all_op::attempt() noexcept {
@@ -277,15 +262,14 @@ bool write_all_op::attempt() noexcept {
     ::msghdr message{};
     message.msg_iov = pieces;
     message.msg_iovlen = count;
-    const ::ssize_t n = ::sendmsg(core_->fd(), &message, MSG_NOSIGNAL);
-    if (n >= 0) {
-      advance(static_cast<std::size_t>(n));
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    const long n = io_call([&] { return ::sendmsg(core_->fd(), &message, MSG_NOSIGNAL); }, error_);
+    if (n == kWouldBlock) {
       return false;
-    } else if (errno != EINTR) {
-      error_ = last_error();
+    }
+    if (n == kFailed) {
       return true;
     }
+    advance(static_cast<std::size_t>(n));
   }
 }
 

@@ -60,44 +60,37 @@ endpoint udp_socket::local_endpoint() const {
 namespace detail {
 
 bool send_op::attempt() noexcept {
-  for (;;) {
-    const ::ssize_t n =
-        ::sendto(core_->fd(), datagram_.data(), datagram_.size(), MSG_NOSIGNAL,
-                 peer_ != nullptr ? peer_->data() : nullptr, peer_ != nullptr ? peer_->size() : 0);
-    if (n >= 0) {
-      done_ = static_cast<std::size_t>(n);
-      return true;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return false;
-    }
-    if (errno != EINTR) {
-      error_ = last_error();
-      return true;
-    }
+  const long n = io_call(
+      [&] {
+        return ::sendto(core_->fd(), datagram_.data(), datagram_.size(), MSG_NOSIGNAL,
+                        peer_ != nullptr ? peer_->data() : nullptr, peer_ != nullptr ? peer_->size() : 0);
+      },
+      error_);
+  if (n == kWouldBlock) {
+    return false;
   }
+  done_ = n > 0 ? static_cast<std::size_t>(n) : 0;
+  return true;
 }
 
 bool receive_op::attempt() noexcept {
-  for (;;) {
-    sender_size_ = endpoint::capacity();
-    // MSG_TRUNC: the result is the datagram's real length, so truncation shows.
-    const ::ssize_t n = ::recvfrom(core_->fd(), buffer_.data(), buffer_.size(), MSG_TRUNC,
-                                   result_.sender.storage(), &sender_size_);
-    if (n >= 0) {
-      const auto length = static_cast<std::size_t>(n);
-      result_.truncated = length > buffer_.size();
-      result_.size = result_.truncated ? buffer_.size() : length;
-      return true;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return false;
-    }
-    if (errno != EINTR) {
-      error_ = last_error();
-      return true;
-    }
+  // MSG_TRUNC: the result is the datagram's real length, so truncation shows.
+  const long n = io_call(
+      [&] {
+        sender_size_ = endpoint::capacity();
+        return ::recvfrom(core_->fd(), buffer_.data(), buffer_.size(), MSG_TRUNC,
+                          result_.sender.storage(), &sender_size_);
+      },
+      error_);
+  if (n == kWouldBlock) {
+    return false;
   }
+  if (n >= 0) {
+    const auto length = static_cast<std::size_t>(n);
+    result_.truncated = length > buffer_.size();
+    result_.size = result_.truncated ? buffer_.size() : length;
+  }
+  return true;
 }
 
 received_datagram receive_op::await_resume() {

@@ -19,6 +19,7 @@
 // request, is ordered against them by state_ (see io_wait).
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <coroutine>
 #include <memory>
@@ -61,6 +62,29 @@ void throw_if(const std::error_code& error, const char* what);
 
 /// errno as a std::error_code.
 [[nodiscard]] std::error_code last_error() noexcept;
+
+/// What io_call() returns besides a byte count.
+inline constexpr long kWouldBlock = -2;  // EAGAIN / EWOULDBLOCK: wait for readiness
+inline constexpr long kFailed = -1;      // `error` is set
+
+/// Makes the system call `call` (returning a byte count, or -1 with errno), again after EINTR:
+/// the count, kWouldBlock, or kFailed with `error` set.
+template <typename Call>
+[[nodiscard]] long io_call(Call call, std::error_code& error) noexcept {
+  for (;;) {
+    const long n = call();
+    if (n >= 0) {
+      return n;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return kWouldBlock;
+    }
+    if (errno != EINTR) {
+      error = last_error();
+      return kFailed;
+    }
+  }
+}
 
 /// setsockopt() of an int option; throws std::system_error(what).
 void set_option(int fd, int level, int name, int value, const char* what);
