@@ -9,9 +9,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <system_error>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "cyan/dispatch.h"
 
 namespace cyan::test {
 
@@ -41,6 +45,24 @@ namespace cyan::test {
     }
   }
   return bytes.size();
+}
+
+/// Runs `body` (a callable returning a cyan::dispatch::task) on `h` and returns its result.
+template <typename F>
+auto run_on(cyan::dispatch::handler_thread& h, F body) {
+  return cyan::dispatch::co_spawn(h, std::move(body)).get();
+}
+
+/// `co_await failure_of(s.read_some(buffer))`: awaits the operation and yields the error code
+/// of the std::system_error it throws, or an empty code when it succeeds.
+template <typename Awaitable>
+cyan::dispatch::task<std::error_code> failure_of(Awaitable&& operation) {
+  try {
+    (void)co_await operation;  // as an lvalue: GCC 12 would copy an xvalue awaiter
+  } catch (const std::system_error& e) {
+    co_return e.code();
+  }
+  co_return std::error_code{};
 }
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with what is in it.

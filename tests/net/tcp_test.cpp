@@ -43,13 +43,8 @@ using cyan::net::endpoint;
 using cyan::net::tcp_listener;
 using cyan::net::tcp_socket;
 using cyan::test::first_mismatch;
+using cyan::test::run_on;
 using cyan::test::pattern;
-
-// Runs `body` (a callable returning a task) on `h` and returns its result.
-template <typename F>
-auto run_on(handler_thread& h, F body) {
-  return co_spawn(h, std::move(body)).get();
-}
 
 // The errc a std::system_error thrown by `body` carries, or no value when it does not throw.
 template <typename F>
@@ -247,12 +242,7 @@ TEST(tcp, connect_to_a_closed_port_is_refused) {
     address = listener.local_endpoint();
   }
   const auto code = run_on(h, [address]() -> task<std::error_code> {
-    try {
-      co_await tcp_socket::connect(address, 5s);
-    } catch (const std::system_error& e) {
-      co_return e.code();
-    }
-    co_return std::error_code{};
+    co_return co_await cyan::test::failure_of(tcp_socket::connect(address, 5s));
   });
   EXPECT_EQ(code, std::errc::connection_refused);
 }
@@ -293,12 +283,7 @@ TEST(tcp, a_peer_reset_is_reported_as_econnreset) {
                 0);
     }
     std::byte buffer[16];
-    try {
-      co_await client.read_some(buffer, 5s);
-    } catch (const std::system_error& e) {
-      co_return e.code();
-    }
-    co_return std::error_code{};
+    co_return co_await cyan::test::failure_of(client.read_some(buffer, 5s));
   });
   EXPECT_EQ(code, std::errc::connection_reset);
 }
@@ -331,12 +316,7 @@ TEST(tcp, read_exact_at_end_of_stream_reports_end_of_stream) {
     co_await client.write_all(cyan::net::buffer("abc"));
     client.shutdown_send();
     std::byte buffer[8];
-    try {
-      co_await server.read_exact(buffer, 5s);
-    } catch (const std::system_error& e) {
-      co_return e.code();
-    }
-    co_return std::error_code{};
+    co_return co_await cyan::test::failure_of(server.read_exact(buffer, 5s));
   });
   EXPECT_EQ(code, cyan::net::error::end_of_stream);
   EXPECT_EQ(&code.category(), &cyan::net::net_category());
@@ -352,12 +332,7 @@ TEST(tcp, close_cancels_a_pending_read) {
     tcp_socket server = co_await listener.accept(5s);
     auto reader = co_spawn(h, [&server]() -> task<std::error_code> {
       std::byte buffer[8];
-      try {
-        co_await server.read_some(buffer);
-      } catch (const std::system_error& e) {
-        co_return e.code();
-      }
-      co_return std::error_code{};
+      co_return co_await cyan::test::failure_of(server.read_some(buffer));
     });
     co_await cyan::dispatch::yield();  // the reader runs and waits
     server.close();
@@ -371,12 +346,7 @@ TEST(tcp, close_cancels_a_pending_accept) {
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
   const auto code = run_on(h, [&]() -> task<std::error_code> {
     auto acceptor = co_spawn(h, [&listener]() -> task<std::error_code> {
-      try {
-        co_await listener.accept();
-      } catch (const std::system_error& e) {
-        co_return e.code();
-      }
-      co_return std::error_code{};
+      co_return co_await cyan::test::failure_of(listener.accept());
     });
     co_await cyan::dispatch::yield();
     listener.close();
@@ -440,12 +410,7 @@ TEST(tcp, an_operation_of_a_stopped_task_fails_at_once) {
   const auto code = co_spawn(
                         h,
                         [&]() -> task<std::error_code> {
-                          try {
-                            co_await listener.accept(5s);
-                          } catch (const std::system_error& e) {
-                            co_return e.code();
-                          }
-                          co_return std::error_code{};
+                          co_return co_await cyan::test::failure_of(listener.accept(5s));
                         },
                         stop.get_token())
                         .get();
@@ -715,12 +680,7 @@ TEST(unix_stream, connect_to_a_missing_socket_file_fails_with_enoent) {
   cyan::test::temp_dir dir;
   handler_thread h;
   const auto code = run_on(h, [&]() -> task<std::error_code> {
-    try {
-      co_await tcp_socket::connect(endpoint::unix_socket(dir.path() + "/none.sock"), 1s);
-    } catch (const std::system_error& e) {
-      co_return e.code();
-    }
-    co_return std::error_code{};
+    co_return co_await cyan::test::failure_of(tcp_socket::connect(endpoint::unix_socket(dir.path() + "/none.sock"), 1s));
   });
   EXPECT_EQ(code, std::errc::no_such_file_or_directory);
 }

@@ -23,11 +23,7 @@ using cyan::dispatch::handler_thread;
 using cyan::dispatch::task;
 using cyan::net::endpoint;
 using cyan::net::udp_socket;
-
-template <typename F>
-auto run_on(handler_thread& h, F body) {
-  return co_spawn(h, std::move(body)).get();
-}
+using cyan::test::run_on;
 
 TEST(udp, a_round_trip_reports_each_sender) {
   handler_thread server_thread;
@@ -103,12 +99,7 @@ TEST(udp, a_stop_request_cancels_a_pending_receive) {
       h,
       [&]() -> task<std::error_code> {
         std::byte buffer[16];
-        try {
-          co_await socket.receive_from(buffer);
-        } catch (const std::system_error& e) {
-          co_return e.code();
-        }
-        co_return std::error_code{};
+        co_return co_await cyan::test::failure_of(socket.receive_from(buffer));
       },
       stop.get_token());
   co_spawn(h, []() -> task<> { co_return; }()).get();  // the receive waits by now
