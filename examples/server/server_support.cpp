@@ -65,7 +65,7 @@ void command_line::parse(int argc, char** argv) {
     }
     entry& e = found->second;
     if (e.is_flag) {
-      e.value = "1";
+      e.value.assign(1, '1');  // not = "1": GCC 12 -O3 warns falsely (-Wrestrict, PR 105329)
       continue;
     }
     if (i + 1 == argc) {

@@ -1,0 +1,174 @@
+#include "bench/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+namespace cyan::bench {
+
+child_process::child_process(const std::vector<std::string>& argv, int cpu) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe2");
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    throw std::system_error(errno, std::generic_category(), "fork");
+  }
+  if (pid_ == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    if (cpu >= 0) {
+      ::cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+    }
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s\n", args[0]);
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  out_ = pipe_fds[0];
+}
+
+child_process::~child_process() {
+  if (!reaped_) {
+    (void)stop(std::chrono::seconds(2));
+  }
+  if (out_ >= 0) {
+    ::close(out_);
+  }
+}
+
+std::string child_process::read_line(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (const auto end = pending_.find('\n'); end != std::string::npos) {
+      std::string line = pending_.substr(0, end);
+      pending_.erase(0, end + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    ::pollfd ready{ out_, POLLIN, 0 };
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
+      return {};
+    }
+    char buffer[4096];
+    const ::ssize_t n = ::read(out_, buffer, sizeof buffer);
+    if (n <= 0) {
+      return std::exchange(pending_, {});
+    }
+    pending_.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+std::string child_process::read_all(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string all = std::exchange(pending_, {});
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    ::pollfd ready{ out_, POLLIN, 0 };
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
+      return all;
+    }
+    char buffer[4096];
+    const ::ssize_t n = ::read(out_, buffer, sizeof buffer);
+    if (n <= 0) {
+      return all;  // its end
+    }
+    all.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+double child_process::cpu_seconds() const {
+  std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) {  // utime, stime
+      ticks += std::stod(field);
+    }
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+int child_process::wait(std::chrono::milliseconds limit) {
+  if (reaped_) {
+    return status_;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      reaped_ = true;
+      return status_ = -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  reaped_ = true;
+  return status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int child_process::stop(std::chrono::milliseconds limit) {
+  if (!reaped_) {
+    ::kill(pid_, SIGTERM);
+  }
+  return wait(limit);
+}
+
+unsigned port_of_listening_line(const std::string& line) {
+  const auto colon = line.rfind(':');
+  if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos) {
+    return 0;
+  }
+  return static_cast<unsigned>(std::strtoul(line.c_str() + colon + 1, nullptr, 10));
+}
+
+std::map<std::string, double> parse_result_line(const std::string& output) {
+  std::map<std::string, double> values;
+  const auto start = output.rfind("RESULT ");
+  if (start == std::string::npos) {
+    return values;
+  }
+  std::istringstream fields(output.substr(start + 7, output.find('\n', start) - start - 7));
+  for (std::string pair; fields >> pair;) {
+    if (const auto eq = pair.find('='); eq != std::string::npos) {
+      values[pair.substr(0, eq)] = std::strtod(pair.c_str() + eq + 1, nullptr);
+    }
+  }
+  return values;
+}
+
+std::string executable_directory() {
+  char path[4096];
+  const ::ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) {
+    return ".";
+  }
+  std::string text(path, static_cast<std::size_t>(n));
+  return text.substr(0, text.rfind('/'));
+}
+
+}  // namespace cyan::bench

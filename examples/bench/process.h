@@ -1,0 +1,57 @@
+#pragma once
+
+// Child processes for the network benchmarks: servers started once and kept up while the
+// arms alternate, load generators run per sample, each optionally pinned to one CPU.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cyan::bench {
+
+/// A child process with its stdout piped to us. Killed (SIGTERM, then SIGKILL) and reaped on
+/// destruction if still running.
+class child_process {
+ public:
+  /// Starts `argv[0]` with `argv`, on CPU `cpu` (or any CPU when negative). Throws
+  /// std::system_error when it cannot be started.
+  child_process(const std::vector<std::string>& argv, int cpu);
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+  ~child_process();
+
+  /// The next line of its stdout (without the newline), or "" at its end or after `limit`.
+  [[nodiscard]] std::string read_line(std::chrono::milliseconds limit);
+  /// Everything left on its stdout until it exits (or `limit`).
+  [[nodiscard]] std::string read_all(std::chrono::milliseconds limit);
+  /// CPU seconds (user + system) it has used so far, all its threads, from /proc.
+  [[nodiscard]] double cpu_seconds() const;
+  /// SIGTERM, then waits up to `limit` (then SIGKILL); returns the exit status (-1: killed or
+  /// failed).
+  int stop(std::chrono::milliseconds limit = std::chrono::seconds(5));
+  /// Waits for it to exit by itself up to `limit` (then SIGKILL); returns its exit status.
+  int wait(std::chrono::milliseconds limit);
+
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string pending_;
+  bool reaped_ = false;
+  int status_ = -1;
+};
+
+/// The port of a "listening on HOST:PORT" line, or 0.
+[[nodiscard]] unsigned port_of_listening_line(const std::string& line);
+
+/// The key=value pairs of a line "RESULT k=v k=v ..." in `output` (empty when there is none).
+[[nodiscard]] std::map<std::string, double> parse_result_line(const std::string& output);
+
+/// The directory of the running executable (where the sibling programs are built).
+[[nodiscard]] std::string executable_directory();
+
+}  // namespace cyan::bench
