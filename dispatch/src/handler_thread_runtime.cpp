@@ -137,7 +137,9 @@ void handler_thread_runtime::main() noexcept {
 //                    non-blocking turn of the loop for its timers and io (poll_loop);
 //   otherwise, with nothing to do:
 //   4. spin:         look for work for up to the adaptive spin budget, yielding after
-//                    kSpinBeforeYield (spin, yield_and_learn);
+//                    kSpinBeforeYield (spin, yield_and_learn) — skipped when the loop (io, a
+//                    timer) ended the last sleep: the next event is most likely the loop's
+//                    again, and a spin per socket wake-up would cost more than the wake-up;
 //   5. nap:          announce the sleep without the process-wide fence and block in the loop for
 //                    at most options_.nap (sleep with a light may_sleep);
 //   6. deep sleep:   after a nap that ended with nothing to do: announce with the fence and
@@ -151,8 +153,9 @@ void handler_thread_runtime::run() {
     }
     if (taken != 0) {
       nap_expired_ = false;
+      loop_woke_ = false;
       after_round(taken);
-    } else if (!spin()) {
+    } else if (loop_woke_ || !spin()) {
       sleep();
     }
   }
@@ -251,6 +254,7 @@ void handler_thread_runtime::sleep() {
   nap_expired_ = !deep && !nap_->is_active();
   nap_->stop();
   last_poll_ = clock::now();
+  loop_woke_ = !nap_expired_ && !inbox_.looks_busy();
   learn_from_sleep(last_poll_ - fell_asleep);
 }
 

@@ -118,6 +118,7 @@ class handler_thread_runtime final : public inbox_owner {
   bool finishing_ = false;
   bool yield_at_once_ = false;   // the sender seems to share this CPU (see yield_and_learn())
   bool nap_expired_ = false;     // the last sleep was a nap that ended with nothing to do
+  bool loop_woke_ = false;       // the last sleep was ended by the loop (io, a timer), not a post
   clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
                                  // (see spin() and learn_from_sleep())
 };
