@@ -9,7 +9,7 @@ packages=(
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
   libomp-dev                                          # OpenMP benchmark baseline (clang)
   gnuplot-nox                                         # the benchmark chart
-  wrk                                                 # load for the HTTP example
+  wrk nginx-light node-llhttp                         # HTTP: load, the nginx peer, llhttp sources
   python3                                             # the net tests' asyncio peer
 )
 

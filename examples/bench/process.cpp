@@ -18,10 +18,17 @@
 
 namespace cyan::bench {
 
-child_process::child_process(const std::vector<std::string>& argv, int cpu) {
+child_process::child_process(const std::vector<std::string>& argv, int cpu, bool piped_input) {
   int pipe_fds[2];
+  int input_fds[2] = { -1, -1 };
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe2");
+  }
+  if (piped_input && ::pipe2(input_fds, O_CLOEXEC) != 0) {
+    const int error = errno;
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    throw std::system_error(error, std::generic_category(), "pipe2");
   }
   std::vector<char*> args;
   for (const std::string& arg : argv) {
@@ -30,10 +37,19 @@ child_process::child_process(const std::vector<std::string>& argv, int cpu) {
   args.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ < 0) {
-    throw std::system_error(errno, std::generic_category(), "fork");
+    const int error = errno;
+    for (const int fd : { pipe_fds[0], pipe_fds[1], input_fds[0], input_fds[1] }) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+    throw std::system_error(error, std::generic_category(), "fork");
   }
   if (pid_ == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
+    if (input_fds[0] >= 0) {
+      ::dup2(input_fds[0], STDIN_FILENO);
+    }
     if (cpu >= 0) {
       ::cpu_set_t set;
       CPU_ZERO(&set);
@@ -46,6 +62,10 @@ child_process::child_process(const std::vector<std::string>& argv, int cpu) {
   }
   ::close(pipe_fds[1]);
   out_ = pipe_fds[0];
+  if (input_fds[0] >= 0) {
+    ::close(input_fds[0]);
+    in_ = input_fds[1];
+  }
 }
 
 child_process::~child_process() {
@@ -54,6 +74,32 @@ child_process::~child_process() {
   }
   if (out_ >= 0) {
     ::close(out_);
+  }
+  close_input();
+}
+
+bool child_process::write_input(const std::string& text) {
+  // A child that has stopped reading would raise SIGPIPE in us: report it as false instead.
+  static const bool sigpipe_ignored = ::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+  (void)sigpipe_ignored;
+  std::size_t done = 0;
+  while (in_ >= 0 && done < text.size()) {
+    const ::ssize_t n = ::write(in_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return in_ >= 0;
+}
+
+void child_process::close_input() {
+  if (in_ >= 0) {
+    ::close(in_);
+    in_ = -1;
   }
 }
 

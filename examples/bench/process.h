@@ -1,7 +1,8 @@
 #pragma once
 
-// Child processes for the network benchmarks: servers started once and kept up while the
-// arms alternate, load generators run per sample, each optionally pinned to one CPU.
+// Child processes for the network benchmarks and the example programs' tests: servers started
+// once and kept up while the arms alternate, load generators run per sample, each optionally
+// pinned to one CPU; a client fed through its stdin.
 
 #include <sys/types.h>
 
@@ -16,9 +17,10 @@ namespace cyan::bench {
 /// destruction if still running.
 class child_process {
  public:
-  /// Starts `argv[0]` with `argv`, on CPU `cpu` (or any CPU when negative). Throws
+  /// Starts `argv[0]` with `argv`, on CPU `cpu` (or any CPU when negative); with `piped_input`
+  /// its stdin is a pipe fed by write_input() (otherwise it shares ours). Throws
   /// std::system_error when it cannot be started.
-  child_process(const std::vector<std::string>& argv, int cpu);
+  child_process(const std::vector<std::string>& argv, int cpu, bool piped_input = false);
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
   ~child_process();
@@ -27,6 +29,10 @@ class child_process {
   [[nodiscard]] std::string read_line(std::chrono::milliseconds limit);
   /// Everything left on its stdout until it exits (or `limit`).
   [[nodiscard]] std::string read_all(std::chrono::milliseconds limit);
+  /// Writes `text` to its stdin (piped_input only); false when it no longer reads it.
+  bool write_input(const std::string& text);
+  /// Closes its stdin: it reads end of file.
+  void close_input();
   /// CPU seconds (user + system) it has used so far, all its threads, from /proc.
   [[nodiscard]] double cpu_seconds() const;
   /// SIGTERM, then waits up to `limit` (then SIGKILL); returns the exit status (-1: killed or
@@ -40,6 +46,7 @@ class child_process {
  private:
   pid_t pid_ = -1;
   int out_ = -1;
+  int in_ = -1;
   std::string pending_;
   bool reaped_ = false;
   int status_ = -1;
