@@ -111,7 +111,8 @@ std::string child_process::read_line(std::chrono::milliseconds limit) {
       pending_.erase(0, end + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     ::pollfd ready{ out_, POLLIN, 0 };
     if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
       return {};
@@ -129,7 +130,8 @@ std::string child_process::read_all(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string all = std::exchange(pending_, {});
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     ::pollfd ready{ out_, POLLIN, 0 };
     if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
       return all;

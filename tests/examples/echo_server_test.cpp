@@ -35,7 +35,8 @@ TEST(EchoServer, ClientLinesComeBackExactlyInOrder) {
   std::string input;
   std::string expected;
   for (int i = 0; i < 200; ++i) {
-    const std::string line = "line " + std::to_string(i) + std::string(static_cast<std::size_t>(i % 17), 'x');
+    const std::string line =
+        "line " + std::to_string(i) + std::string(static_cast<std::size_t>(i % 17), 'x');
     input += line + "\n";
     expected += "Received: " + line + "\n";
   }
@@ -44,12 +45,14 @@ TEST(EchoServer, ClientLinesComeBackExactlyInOrder) {
 }
 
 TEST(EchoServer, AcceptorModeServesSeveralClients) {
-  child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2", "--acceptor" }, -1);
+  child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2", "--acceptor" },
+                       -1);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
   for (int client = 0; client < 4; ++client) {
     const std::string tag = "client " + std::to_string(client);
-    EXPECT_EQ(run_client(port, tag + " a\n" + tag + " b\n"), "Received: " + tag + " a\nReceived: " + tag + " b\n");
+    EXPECT_EQ(run_client(port, tag + " a\n" + tag + " b\n"),
+              "Received: " + tag + " a\nReceived: " + tag + " b\n");
   }
   EXPECT_EQ(server.stop(10s), 0);
 }
