@@ -1,0 +1,317 @@
+// cyan's http_server against Debian's nginx-light, both with 2 threads (workers) serving the
+// same body (nginx's file is http_server's page, fetched from it) with keep-alive and no access
+// log, driven by Debian's wrk (-t1 -c100, CYAN_BENCH_HTTP_SECONDS per sample, default 10) and
+// by load_tester --mode http (100 connections, 3 s). Both servers start once and stay up; the
+// arms alternate per repetition (the harness), timed as wall seconds per request (1 / requests
+// per second); each arm's server CPU per request (/proc, nginx's workers included), latency
+// p50 / p99 and errors are printed after the table. Skipped, saying so, when nginx or wrk is
+// missing (scripts/install-deps.sh installs both).
+//
+//   CYAN_BENCH_REPS          repetitions per arm (default 11)
+//   CYAN_BENCH_HTTP_SECONDS  wrk's duration per sample (default 10)
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/harness.h"
+#include "bench/process.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using cyan::bench::child_process;
+
+constexpr const char* kNginx = "/usr/sbin/nginx";
+constexpr const char* kWrk = "/usr/bin/wrk";
+
+// A port no one listens on now (bind to 0, read it, close).
+unsigned free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ::sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::socklen_t size = sizeof address;
+  ::bind(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<::sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// GET / with Connection: close over a blocking socket; the body, or "" (bounded by 5 s).
+std::string fetch_body(unsigned port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const ::timeval limit{ 5, 0 };
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  ::sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) == 0) {
+    const std::string request = "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    char buffer[65536];
+    for (int reads = 0; reads < 100'000; ++reads) {
+      const ::ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        break;
+      }
+      response.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  const auto body = response.find("\r\n\r\n");
+  return body == std::string::npos ? std::string() : response.substr(body + 4);
+}
+
+// Waits (bounded) until something accepts connections on `port`.
+bool wait_listening(unsigned port) {
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool up = ::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (up) {
+      return true;
+    }
+    std::this_thread::sleep_for(10ms);  // bounded poll for a process we do not control
+  }
+  return false;
+}
+
+// CPU seconds of `pid` and its direct children (nginx's workers), from /proc.
+double tree_cpu_seconds(pid_t pid) {
+  double total = 0;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) {
+      continue;
+    }
+    std::istringstream fields(text.substr(close + 2));
+    std::vector<std::string> f{ std::istream_iterator<std::string>(fields),
+                                std::istream_iterator<std::string>() };
+    if (f.size() < 13) {
+      continue;
+    }
+    const pid_t self = static_cast<pid_t>(std::stol(name));
+    const pid_t parent = static_cast<pid_t>(std::stol(f[1]));  // field 4
+    if (self == pid || parent == pid) {
+      total += (std::stod(f[11]) + std::stod(f[12])) / ticks;  // fields 14, 15: utime, stime
+    }
+  }
+  return total;
+}
+
+struct figures {
+  std::vector<double> cpu_per_request_us;
+  std::vector<double> p50_us;
+  std::vector<double> p99_us;
+  double errors = 0;
+};
+
+double median(std::vector<double> values) {
+  if (values.empty()) {
+    return 0;
+  }
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// wrk's "50%    1.23ms" style value in microseconds.
+double wrk_us(const std::string& output, const std::string& label) {
+  const std::regex line(label + R"(\s+([0-9.]+)(us|ms|s)\b)");
+  std::smatch match;
+  if (!std::regex_search(output, match, line)) {
+    return 0;
+  }
+  const double value = std::stod(match[1]);
+  return match[2] == "us" ? value : match[2] == "ms" ? value * 1e3 : value * 1e6;
+}
+
+struct target {
+  std::string arm;
+  pid_t pid;
+  unsigned port;
+};
+
+// One sample of `driver` ("wrk" or "load_tester") against `server`: seconds per request.
+cyan::bench::sample run_driver(const std::string& driver, const target& server, int seconds,
+                               figures& out) {
+  const double cpu_before = tree_cpu_seconds(server.pid);
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port) + "/";
+  std::vector<std::string> argv =
+      driver == "wrk"
+          ? std::vector<std::string>{ kWrk,        "-t1",
+                                      "-c100",     "-d" + std::to_string(seconds) + "s",
+                                      "--latency", url }
+          : std::vector<std::string>{ cyan::bench::executable_directory() + "/load_tester",
+                                      "--mode",
+                                      "http",
+                                      "--port",
+                                      std::to_string(server.port),
+                                      "--connections",
+                                      "100",
+                                      "--duration",
+                                      std::to_string(seconds) };
+  child_process load(argv, -1);
+  const std::string output = load.read_all(std::chrono::seconds(seconds + 30));
+  const int status = load.wait(10s);
+  const double cpu = tree_cpu_seconds(server.pid) - cpu_before;
+  double requests = 0;
+  double elapsed = seconds;
+  if (driver == "wrk") {
+    std::smatch match;
+    if (std::regex_search(output, match, std::regex(R"(([0-9]+) requests in ([0-9.]+)(ms|s))"))) {
+      requests = std::stod(match[1]);
+      elapsed = std::stod(match[2]) / (match[3] == "ms" ? 1e3 : 1.0);
+    }
+    if (std::regex_search(output, match, std::regex(R"(Non-2xx or 3xx responses: ([0-9]+))"))) {
+      out.errors += std::stod(match[1]);
+    }
+    if (std::regex_search(
+            output, match,
+            std::regex(
+                R"(Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+))"))) {
+      out.errors +=
+          std::stod(match[1]) + std::stod(match[2]) + std::stod(match[3]) + std::stod(match[4]);
+    }
+    out.p50_us.push_back(wrk_us(output, "50%"));
+    out.p99_us.push_back(wrk_us(output, "99%"));
+  } else {
+    const auto values = cyan::bench::parse_result_line(output);
+    if (!values.empty()) {
+      requests = values.at("requests");
+      elapsed = values.at("seconds");
+      out.errors += values.at("errors");
+      out.p50_us.push_back(values.at("p50_us"));
+      out.p99_us.push_back(values.at("p99_us"));
+    }
+  }
+  if (status != 0 || requests <= 0) {
+    std::fprintf(stderr, "%s against %s failed (status %d):\n%s\n", driver.c_str(),
+                 server.arm.c_str(), status, output.c_str());
+    out.errors += 1;
+    return { elapsed, 0 };
+  }
+  out.cpu_per_request_us.push_back(cpu * 1e6 / requests);
+  return { elapsed / requests, 0 };
+}
+
+// nginx serving `body` as / from a temporary directory, 2 workers, keep-alive, no access log.
+std::unique_ptr<child_process> start_nginx(const std::filesystem::path& dir,
+                                           const std::string& body, unsigned port) {
+  std::filesystem::create_directories(dir / "www");
+  std::ofstream(dir / "www" / "index.html") << body;
+  std::ofstream(dir / "nginx.conf")
+      << "worker_processes 2;\ndaemon off;\npid " << (dir / "nginx.pid").string() << ";\nerror_log "
+      << (dir / "error.log").string()
+      << ";\nevents { worker_connections 4096; }\nhttp {\n  access_log off;\n"
+      << "  keepalive_requests 100000000;\n  client_body_temp_path " << dir.string()
+      << ";\n  proxy_temp_path " << dir.string() << ";\n  fastcgi_temp_path " << dir.string()
+      << ";\n  uwsgi_temp_path " << dir.string() << ";\n  scgi_temp_path " << dir.string()
+      << ";\n  server {\n    listen 127.0.0.1:" << port << " reuseport;\n    location / { root "
+      << (dir / "www").string() << "; index index.html; }\n  }\n}\n";
+  return std::make_unique<child_process>(
+      std::vector<std::string>{ kNginx, "-p", dir.string(), "-c", (dir / "nginx.conf").string() },
+      -1);
+}
+
+}  // namespace
+
+int main() {
+  if (::access(kNginx, X_OK) != 0 || ::access(kWrk, X_OK) != 0) {
+    std::printf(
+        "http_benchmark skipped: %s or %s is missing (scripts/install-deps.sh installs nginx-light "
+        "and wrk)\n",
+        kNginx, kWrk);
+    return 0;
+  }
+  const int seconds = static_cast<int>(cyan::bench::env_or("CYAN_BENCH_HTTP_SECONDS", 10));
+  child_process cyan_server(
+      { cyan::bench::executable_directory() + "/http_server", "--port", "0", "--threads", "2" },
+      -1);
+  const unsigned cyan_port = cyan::bench::port_of_listening_line(cyan_server.read_line(10s));
+  const std::string body = cyan_port != 0 ? fetch_body(cyan_port) : std::string();
+  if (body.empty()) {
+    std::fprintf(stderr, "http_server did not start or serve its page\n");
+    return 1;
+  }
+  char pattern[] = "/tmp/cyan-nginx-XXXXXX";
+  const std::filesystem::path dir = ::mkdtemp(pattern);
+  // nginx started as root runs its workers as nobody, who must read the page.
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+               std::filesystem::perms::others_exec);
+  const unsigned nginx_port = free_port();
+  auto nginx = start_nginx(dir, body, nginx_port);
+  const bool nginx_up = wait_listening(nginx_port) && fetch_body(nginx_port) == body;
+  bool ok = nginx_up;
+  if (!nginx_up) {
+    std::fprintf(stderr, "nginx did not start or serve the same body (see %s/error.log)\n",
+                 dir.c_str());
+  }
+  std::printf("http_benchmark: a %zu-byte page, http_server --threads 2 and nginx with 2 workers\n",
+              body.size());
+  const std::vector<target> servers{ { "cyan http_server", cyan_server.pid(), cyan_port },
+                                     { "nginx", nginx->pid(), nginx_port } };
+  for (const std::string driver : { "wrk", "load_tester" }) {
+    if (!nginx_up) {
+      break;
+    }
+    const int duration = driver == "wrk" ? seconds : 3;
+    cyan::bench::suite suite("http_benchmark", "time per request, " + driver + " -c100 " +
+                                                   std::to_string(duration) + " s");
+    std::map<std::string, figures> seen;
+    for (const target& server : servers) {
+      suite.add_unchecked(server.arm, [&, server] {
+        return run_driver(driver, server, duration, seen[server.arm]);
+      });
+    }
+    ok = suite.run() && ok;
+    for (const target& server : servers) {
+      const figures& f = seen[server.arm];
+      std::printf(
+          "  %-18s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f\n",
+          server.arm.c_str(), median(f.cpu_per_request_us), median(f.p50_us), median(f.p99_us),
+          f.errors);
+      ok = ok && f.errors == 0;
+    }
+    suite.goal("cyan http_server", "nginx", 1.0);
+    const double cyan_cpu = median(seen["cyan http_server"].cpu_per_request_us);
+    const double nginx_cpu = median(seen["nginx"].cpu_per_request_us);
+    std::printf("  server CPU per request: nginx / cyan = %.2fx (moonshot 1.3x)\n",
+                cyan_cpu > 0 ? nginx_cpu / cyan_cpu : 0.0);
+  }
+  ok = cyan_server.stop() == 0 && ok;
+  (void)nginx->stop();
+  std::filesystem::remove_all(dir);
+  return cyan::bench::exit_status(ok);
+}
