@@ -253,8 +253,16 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
       return false;
     }
   }
-  if (attempt()) {
-    return false;  // speculative: done without waiting
+  if (!adaptive_read()) {
+    if (attempt()) {
+      return false;  // speculative: done without waiting
+    }
+  } else if (core_->speculate_read()) {
+    const bool done = attempt();
+    core_->speculated_read(!done);
+    if (done) {
+      return false;
+    }
   }
   coroutine_ = coroutine;
   owner_ = owner;

@@ -50,6 +50,7 @@ class receive_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   received_datagram result_;
   ::socklen_t sender_size_ = 0;

@@ -5,7 +5,11 @@
 // A socket_core owns one descriptor (non-blocking) and, once the socket is attached to a thread,
 // one io watcher on that thread's loop. An operation (an io_wait) first makes its system call;
 // only when that would block does it register with the core as the socket's reader or writer,
-// and the watcher runs while someone waits. Whatever ends the wait resumes the coroutine once:
+// and the watcher runs while someone waits. Reads adapt (speculate_read()): once the last two
+// speculative reads of a socket would have blocked — a request/response or pipe-chain pattern,
+// where the next read comes before the peer's data — a read waits for readiness first (the
+// level-triggered watcher reports data already there at the loop's next turn), trying the
+// system call first again every 16th read, and for good once such a try finds data. Whatever ends the wait resumes the coroutine once:
 //
 //   ready      the watcher saw the direction ready: the operation retries its system call
 //              (and waits on when that would still block);                        [loop thread]
@@ -18,10 +22,12 @@
 // The loop-thread paths never race each other; the one that may run on another thread, a stop
 // request, is ordered against them by state_ (see io_wait).
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -137,6 +143,16 @@ class socket_core : noncopyable {
   /// Withdraws `op` if it is registered; stops the watcher when nothing waits any more.
   void unwait(io_wait& op) noexcept;
 
+  /// Whether the next read should make its system call before waiting for readiness: yes
+  /// unless the last two speculative reads would have blocked; then every 16th. [its thread]
+  [[nodiscard]] bool speculate_read() noexcept {
+    return read_misses_ < kMissesToWaitFirst || (++reads_waited_first_ % kRetryEvery) == 0;
+  }
+  /// Records what a speculative read found. [its thread]
+  void speculated_read(bool would_block) noexcept {
+    read_misses_ = would_block ? static_cast<std::uint8_t>(std::min<int>(read_misses_ + 1, kMissesToWaitFirst)) : 0;
+  }
+
  private:
   void on_ready(event::io_events ready) noexcept;
   void update_watcher() noexcept;
@@ -148,6 +164,10 @@ class socket_core : noncopyable {
   io_wait* reader_ = nullptr;
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
+  static constexpr int kMissesToWaitFirst = 2;
+  static constexpr unsigned kRetryEvery = 16;
+  std::uint8_t read_misses_ = 0;        // speculative reads in a row that would have blocked
+  std::uint8_t reads_waited_first_ = 0;  // counts the reads that skipped the try, mod 256
 };
 
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
@@ -171,6 +191,9 @@ class io_wait : noncopyable {
   /// Makes the system call(s): true when the operation has finished (with its result, or
   /// error_ set), false when it would block. Runs on the socket's thread.
   virtual bool attempt() noexcept = 0;
+  /// True for reads, which may wait for readiness before their first attempt (see
+  /// socket_core::speculate_read()); connect, accept and writes always try first.
+  [[nodiscard]] virtual bool adaptive_read() const noexcept { return false; }
 
   /// For await_resume(): waits for a stop callback still running elsewhere, then throws error_
   /// as std::system_error(error_, what) when set.

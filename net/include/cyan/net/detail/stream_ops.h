@@ -1,7 +1,8 @@
 #pragma once
 
 // The awaiters of tcp_socket and tcp_listener (TCP and Unix-domain stream sockets). Each tries
-// its system call first and waits for readiness only when it would block (see socket_core.h).
+// its system call first and waits for readiness only when it would block; reads adapt to a
+// socket whose reads keep blocking (see socket_core.h).
 
 #include <sys/uio.h>
 
@@ -30,6 +31,7 @@ class read_some_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   std::size_t done_ = 0;
 };
@@ -43,6 +45,7 @@ class read_exact_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
 };
 
