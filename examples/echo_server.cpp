@@ -45,12 +45,6 @@ struct server_context {
   server_runtime runtime;
 };
 
-// The errors that only mean the peer went away or the server is stopping.
-bool is_quiet(const std::system_error& e) {
-  return e.code() == std::errc::operation_canceled || e.code() == std::errc::connection_reset ||
-         e.code() == std::errc::broken_pipe;
-}
-
 // One connection: echo each chunk until the peer ends its side, --idle-ms of silence, or the
 // server drains (checked after each echoed chunk).
 task<> echo(tcp_socket connection, server_context* context) {
@@ -64,7 +58,7 @@ task<> echo(tcp_socket connection, server_context* context) {
       }
     }
   } catch (const std::system_error& e) {
-    if (!is_quiet(e)) {
+    if (!cyan::examples::is_disconnect(e)) {
       std::fprintf(stderr, "echo_server: connection: %s\n", e.what());
     }
   }

@@ -107,6 +107,11 @@ net::endpoint command_line::listen_endpoint() const {
   return net::endpoint::parse((v6 ? "[" + host + "]" : host) + ":" + std::to_string(port));
 }
 
+bool is_disconnect(const std::system_error& e) noexcept {
+  return e.code() == std::errc::operation_canceled || e.code() == std::errc::connection_reset ||
+         e.code() == std::errc::broken_pipe;
+}
+
 // ---- server_runtime ----
 
 // The SIGINT and SIGTERM watchers on the main loop, and the async that stop() uses.
@@ -153,6 +158,11 @@ int server_runtime::run(const net::endpoint& where, std::chrono::milliseconds gr
   listeners_.request_stop();
   listeners_.join_blocking();
   draining_.store(true, std::memory_order_release);
+  if (drain_hook_) {
+    for (unsigned index = 0; index < size(); ++index) {
+      thread(index).post([this, index] { drain_hook_(index); });
+    }
+  }
   auto drained = dispatch::co_spawn(thread(0), [this]() -> dispatch::task<> { co_await connections_.join(); });
   if (drained.wait_for(grace) != std::future_status::ready) {
     connections_.request_stop();

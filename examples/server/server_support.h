@@ -5,16 +5,19 @@
 // on SIGINT / SIGTERM:
 //
 //   1. stop accepting    the listeners' scope is stopped and joined;
-//   2. drain             draining() turns true: connections finish the request in flight and
-//                        close; the server waits up to --grace-ms for them;
+//   2. drain             draining() turns true and the drain hook (on_drain()) runs on every
+//                        handler thread: connections finish the request in flight and close;
+//                        the server waits up to --grace-ms for them;
 //   3. close the rest    the connections' scope is stopped (pending reads end with
 //                        operation_canceled) and joined; run() returns 0.
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cyan/dispatch.h"
@@ -78,6 +81,12 @@ class server_runtime {
   /// True once shutdown began: finish the request in flight, then close. [any thread]
   [[nodiscard]] bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
 
+  /// Sets what runs on each handler thread, given its index, once draining() has turned true
+  /// (before the grace period): e.g. closing the connections that wait idle for a request,
+  /// which would otherwise only notice the drain when their wait ends. Call before run().
+  /// [the main thread]
+  void on_drain(std::function<void(unsigned thread)> hook) { drain_hook_ = std::move(hook); }
+
   /// Prints "listening on <where>", waits for SIGINT / SIGTERM (or stop()) on the main thread's
   /// loop, shuts down, and returns the exit status (0). [the main thread]
   int run(const net::endpoint& where, std::chrono::milliseconds grace);
@@ -86,6 +95,8 @@ class server_runtime {
   void stop() noexcept;
 
  private:
+  // Before threads_, so it outlives the threads (which run it).
+  std::function<void(unsigned)> drain_hook_;
   std::vector<std::unique_ptr<dispatch::handler_thread>> threads_;
   dispatch::async_scope listeners_;
   dispatch::async_scope connections_;
@@ -93,5 +104,9 @@ class server_runtime {
   struct signals;
   std::unique_ptr<signals> signals_;
 };
+
+/// Whether `e` only means that the peer went away or the server is stopping
+/// (operation_canceled, ECONNRESET, EPIPE): nothing worth a line on stderr.
+[[nodiscard]] bool is_disconnect(const std::system_error& e) noexcept;
 
 }  // namespace cyan::examples
