@@ -1,0 +1,144 @@
+#include "http/request_parser.h"
+
+namespace cyan::examples::http {
+
+// Only the callbacks the server needs: llhttp skips the spans (header names and values) that
+// have none, and Connection, Content-Length and Transfer-Encoding it interprets itself.
+const llhttp_settings_t request_parser::kSettings = [] {
+  llhttp_settings_t settings;
+  llhttp_settings_init(&settings);
+  settings.on_message_begin = on_message_begin;
+  settings.on_method = on_method;
+  settings.on_url = on_url;
+  settings.on_headers_complete = on_headers_complete;
+  settings.on_body = on_body;
+  settings.on_message_complete = on_message_complete;
+  return settings;
+}();
+
+request_parser::request_parser(request_limits limits) noexcept : limits_(limits) {
+  llhttp_init(&parser_, HTTP_REQUEST, &kSettings);
+  parser_.data = this;
+}
+
+// How a feed() goes:
+//   1. execute     llhttp parses, calling back, until the input ends or a callback pauses it
+//                  (each request's end does, so feed() returns one request at a time);
+//   2. measure     paused at the end of a header section that may be too large: count it
+//                  exactly, then parse on (1) if it is within the limit;
+//   3. account     the input ended within a header section: count its part of it.
+parse_event request_parser::feed(std::string_view& input) noexcept {
+  if (failed_) {
+    return parse_event::error;
+  }
+  chunk_end_ = input.data() + input.size();
+  header_mark_ = in_headers_ ? input.data() : nullptr;
+  for (;;) {
+    const llhttp_errno_t result = llhttp_execute(&parser_, input.data(), input.size());
+    if (result == HPE_OK) {
+      input.remove_prefix(input.size());
+      return in_headers_ && !count_header_bytes(chunk_end_) ? fail(status::header_fields_too_large)
+                                                            : parse_event::need_more;
+    }
+    if (result != HPE_PAUSED) {
+      return fail(error_);
+    }
+    const char* stop = llhttp_get_error_pos(&parser_);
+    input.remove_prefix(static_cast<std::size_t>(stop - input.data()));
+    llhttp_resume(&parser_);
+    if (!measure_headers_) {
+      return parse_event::request;
+    }
+    measure_headers_ = false;
+    if (!count_header_bytes(stop)) {
+      return fail(status::header_fields_too_large);
+    }
+    in_headers_ = false;
+  }
+}
+
+bool request_parser::count_header_bytes(const char* end) noexcept {
+  if (header_mark_ != nullptr) {
+    header_bytes_ += static_cast<std::size_t>(end - header_mark_);
+  }
+  header_mark_ = nullptr;
+  return header_bytes_ <= limits_.max_header_bytes;
+}
+
+parse_event request_parser::fail(status why) noexcept {
+  error_ = why;
+  failed_ = true;
+  return parse_event::error;
+}
+
+int request_parser::on_message_begin(llhttp_t* parser) noexcept {
+  request_parser& self = of(parser);
+  self.in_request_ = true;
+  ++self.requests_begun_;
+  self.in_headers_ = true;
+  self.header_bytes_ = 0;
+  self.header_mark_ = nullptr;
+  self.body_bytes_ = 0;
+  self.url_length_ = 0;
+  return HPE_OK;
+}
+
+int request_parser::on_method(llhttp_t* parser, const char* at, std::size_t) noexcept {
+  request_parser& self = of(parser);
+  if (self.header_mark_ == nullptr) {
+    self.header_mark_ = at;  // the message's first byte
+  }
+  return HPE_OK;
+}
+
+int request_parser::on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept {
+  request_parser& self = of(parser);
+  for (std::size_t i = 0; i < length && self.url_length_ + i < sizeof self.url_start_; ++i) {
+    self.url_start_[self.url_length_ + i] = at[i];
+  }
+  self.url_length_ += length;
+  return HPE_OK;
+}
+
+// The header section is certainly within the limit when even all the bytes up to the end of
+// this feed() would be; otherwise pause there, so feed() counts up to the exact position.
+int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
+  request_parser& self = of(parser);
+  const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
+  const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
+  if ((parser->flags & F_CONTENT_LENGTH) != 0 && parser->content_length > self.limits_.max_body_bytes) {
+    self.error_ = status::payload_too_large;
+    return -1;
+  }
+  if (most > self.limits_.max_header_bytes) {
+    self.measure_headers_ = true;
+    return HPE_PAUSED;
+  }
+  self.in_headers_ = false;
+  return HPE_OK;
+}
+
+int request_parser::on_body(llhttp_t* parser, const char*, std::size_t length) noexcept {
+  request_parser& self = of(parser);
+  self.body_bytes_ += length;
+  if (self.body_bytes_ > self.limits_.max_body_bytes) {  // chunked: no length known in advance
+    self.error_ = status::payload_too_large;
+    return -1;
+  }
+  return HPE_OK;
+}
+
+int request_parser::on_message_complete(llhttp_t* parser) noexcept {
+  request_parser& self = of(parser);
+  const std::uint8_t method = llhttp_get_method(parser);
+  request& r = self.request_;
+  r.method = method == HTTP_GET ? request::verb::get : method == HTTP_HEAD ? request::verb::head : request::verb::other;
+  r.root = self.url_length_ >= 1 && self.url_start_[0] == '/' && (self.url_length_ == 1 || self.url_start_[1] == '?');
+  // An upgrade (or CONNECT) would switch protocols after this request: the server closes instead.
+  r.keep_alive = llhttp_should_keep_alive(parser) != 0 && llhttp_get_upgrade(parser) == 0;
+  r.http_1_0 = parser->http_major == 1 && parser->http_minor == 0;
+  self.in_request_ = false;
+  return HPE_PAUSED;  // feed() returns this request before parsing the next
+}
+
+}  // namespace cyan::examples::http

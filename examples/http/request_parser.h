@@ -1,0 +1,93 @@
+#pragma once
+
+// HTTP/1.x requests read from a connection's byte stream with llhttp, one complete request at a
+// time (pipelined ones in turn), with the limits of http_server: the size of the header section
+// and of the body.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include <llhttp.h>
+
+#include "http/responses.h"
+
+namespace cyan::examples::http {
+
+/// What a request may carry at most.
+struct request_limits {
+  std::size_t max_header_bytes = 8 * 1024;  ///< request line and headers, up to the blank line
+  std::uint64_t max_body_bytes = 1024 * 1024;
+};
+
+/// What a complete request asks for: all that http_server answers by.
+struct request {
+  enum class verb : std::uint8_t { get, head, other };
+  verb method = verb::other;
+  bool root = false;        ///< the path is "/" (a query string aside)
+  bool keep_alive = false;  ///< another request may follow on the connection
+  bool http_1_0 = false;    ///< HTTP/1.0 (a keep-alive answer then says so)
+};
+
+/// What feed() stopped at.
+enum class parse_event : std::uint8_t {
+  need_more,  ///< every byte was parsed; the request so far (if any) is incomplete
+  request,    ///< a request is complete: see last()
+  error,      ///< the stream is not valid HTTP or broke a limit: see error_status()
+};
+
+/// llhttp with its callbacks, for one connection. Not movable: llhttp calls back through a
+/// pointer to it. [one thread]
+class request_parser {
+ public:
+  explicit request_parser(request_limits limits) noexcept;
+  request_parser(const request_parser&) = delete;
+  request_parser& operator=(const request_parser&) = delete;
+
+  /// Parses `input` up to the end of the next complete request (parse_event::request), to its
+  /// end (need_more) or to an error, and removes what it parsed from the front of `input`.
+  /// After an error every further call reports it again (and parses nothing).
+  [[nodiscard]] parse_event feed(std::string_view& input) noexcept;
+
+  /// The request feed() last completed.
+  [[nodiscard]] const request& last() const noexcept { return request_; }
+  /// After parse_event::error: 431 (header section too large), 413 (body too large) or 400.
+  [[nodiscard]] status error_status() const noexcept { return error_; }
+  /// Part of a request has arrived, not all of it.
+  [[nodiscard]] bool in_request() const noexcept { return in_request_; }
+  /// How many requests have begun to arrive: tells one request in progress from the next.
+  [[nodiscard]] std::uint64_t requests_begun() const noexcept { return requests_begun_; }
+
+ private:
+  static const llhttp_settings_t kSettings;
+  static request_parser& of(llhttp_t* parser) noexcept { return *static_cast<request_parser*>(parser->data); }
+  static int on_message_begin(llhttp_t* parser) noexcept;
+  static int on_method(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_headers_complete(llhttp_t* parser) noexcept;
+  static int on_body(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_message_complete(llhttp_t* parser) noexcept;
+
+  parse_event fail(status why) noexcept;
+  // The header section is in progress at the end of a feed(): count what this one parsed.
+  [[nodiscard]] bool count_header_bytes(const char* end) noexcept;
+
+  llhttp_t parser_;
+  request_limits limits_;
+  request request_;
+  status error_ = status::bad_request;
+  bool in_request_ = false;
+  bool in_headers_ = false;
+  bool failed_ = false;
+  bool measure_headers_ = false;    // paused at the headers' end to count them exactly
+  const char* chunk_end_ = nullptr;
+  // Where this feed()'s part of the header section began (null: the message has not begun).
+  const char* header_mark_ = nullptr;
+  std::size_t header_bytes_ = 0;    // of the header section, in earlier feed() calls
+  std::uint64_t body_bytes_ = 0;
+  std::uint64_t requests_begun_ = 0;
+  std::size_t url_length_ = 0;
+  char url_start_[2] = {};          // the first two characters of the request target
+};
+
+}  // namespace cyan::examples::http
