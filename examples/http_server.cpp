@@ -166,12 +166,12 @@ bool is_quiet(const std::system_error& e) {
 
 // After an answer that closes the connection: ends the sending side (the client reads the
 // answer, then end of stream) and reads and drops what the client still sends until it closes
-// too, or kLingerLimit.
-task<> linger(tcp_socket& socket, std::span<std::byte> scratch) {
+// too, or `limit` (zero: only what has arrived).
+task<> linger(tcp_socket& socket, std::span<std::byte> scratch, clock_type::duration limit) {
   try {
     socket.shutdown_send();
-    const auto until = clock_type::now() + kLingerLimit;
-    for (auto left = until - clock_type::now(); left > left.zero(); left = until - clock_type::now()) {
+    const auto until = clock_type::now() + limit;
+    for (auto left = limit; left >= left.zero(); left = until - clock_type::now()) {
       if (co_await socket.read_some(scratch, left) == 0) {
         break;
       }
@@ -206,10 +206,11 @@ class http_connection {
   task<> run();
 
   // For the drain hook: closes the connection if it waits for a request and none has begun
-  // to arrive (its pending read then ends with operation_canceled).
+  // to arrive, or lingers after its last answer (its pending read then ends with
+  // operation_canceled).
   void close_if_idle() noexcept {
     int unread = 0;
-    if (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0) {
+    if (lingering_ || (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0)) {
       socket_.close();
     }
   }
@@ -238,6 +239,7 @@ class http_connection {
   bool idle_ = false;     // reading, between requests
   bool reading_ = false;  // in a read (not a write) when an exception comes
   bool closing_ = false;  // the last response closes the connection
+  bool lingering_ = false;
   http_connection* previous_ = nullptr;
   http_connection* next_ = nullptr;
 };
@@ -267,7 +269,8 @@ task<> http_connection::run() {
     co_return;  // the client is gone
   }
   if (closing_ && socket_.is_open()) {
-    co_await linger(socket_, input_);
+    lingering_ = true;  // while draining, only what has arrived: the shutdown is not to wait
+    co_await linger(socket_, input_, context_.runtime.draining() ? clock_type::duration::zero() : kLingerLimit);
   }
 }
 
@@ -397,7 +400,7 @@ task<> refuse(tcp_socket socket, thread_state* home) {
   } catch (const std::system_error&) {
     co_return;
   }
-  co_await linger(socket, scratch);
+  co_await linger(socket, scratch, kLingerLimit);
 }
 
 // The drain hook: closes the connections of thread `index` that wait idle for a request.

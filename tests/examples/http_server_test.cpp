@@ -1,0 +1,378 @@
+// http_server as a client sees it over loopback: the page, HEAD, 404, 405, keep-alive and its
+// end, pipelining, every limit (each while another client keeps being served), the graceful
+// shutdown, and load_tester's HTTP mode against it.
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/process.h"
+#include "http_test_client.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using cyan::bench::child_process;
+using cyan::bench::parse_result_line;
+using cyan::bench::port_of_listening_line;
+using cyan::test::http_response;
+using cyan::test::http_test_client;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::string_view kGetRoot = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+
+// http_server on a free port with `options`; port() is 0 when it did not say "listening on".
+class server {
+ public:
+  explicit server(std::vector<std::string> options) : process_(command(std::move(options)), -1) {
+    port_ = port_of_listening_line(process_.read_line(10s));
+  }
+  [[nodiscard]] unsigned port() const noexcept { return port_; }
+  child_process& process() noexcept { return process_; }
+
+ private:
+  static std::vector<std::string> command(std::vector<std::string> options) {
+    options.insert(options.begin(), { CYAN_PROGRAM_HTTP_SERVER, "--port", "0" });
+    return options;
+  }
+  child_process process_;
+  unsigned port_ = 0;
+};
+
+// The Date header's time, or -1 when it is not an IMF-fixdate.
+std::time_t parse_imf_fixdate(const std::string& text) {
+  std::tm t{};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &t);
+  return text.size() == 29 && end != nullptr && *end == '\0' ? timegm(&t) : -1;
+}
+
+// The names of a response's headers, in order.
+std::vector<std::string> header_names(const http_response& r) {
+  std::vector<std::string> names;
+  for (const auto& header : r.headers) {
+    names.push_back(header.first);
+  }
+  return names;
+}
+
+// A client that behaves, connected and served once already (so accepted before anything else).
+std::unique_ptr<http_test_client> good_client(unsigned port) {
+  auto client = std::make_unique<http_test_client>(port);
+  EXPECT_EQ(client->get_root(), 200);
+  return client;
+}
+
+// The answer to a client that broke a rule: status `expected` with "Connection: close", then
+// the end of the connection.
+void expect_answer_and_close(http_test_client& client, int expected) {
+  const std::optional<http_response> r = client.read_response(5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), expected);
+  EXPECT_EQ(r->header("Connection"), "close");
+  EXPECT_EQ(r->header("Content-Length"), std::to_string(r->body.size()));
+  EXPECT_TRUE(client.wait_closed(5s));
+}
+
+TEST(HttpServer, GetRootReturnsThePageAndHeadTheSameHeadersWithoutBody) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  // A HEAD pipelined before a GET: the GET's response starts right after the HEAD's head.
+  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD / HTTP/1.1\r\nHost: test\r\n\r\n" +
+                          std::string(kGetRoot)));
+  const std::optional<http_response> get = client.read_response(5s);
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status_line, "HTTP/1.1 200 OK");
+  EXPECT_EQ(header_names(*get), (std::vector<std::string>{ "Server", "Date", "Content-Type", "Content-Length" }));
+  EXPECT_EQ(get->header("Server"), "cyan");
+  EXPECT_EQ(get->header("Content-Type"), "text/html");
+  EXPECT_EQ(get->header("Content-Length"), std::to_string(get->body.size()));
+  EXPECT_EQ(get->body.rfind("<!DOCTYPE html>\n", 0), 0u);
+  EXPECT_TRUE(get->body.ends_with("</html>\n"));
+  // Tolerance: the server's clock is this machine's; a minute covers a slow sanitizer run.
+  const std::time_t date = parse_imf_fixdate(get->header("Date").value_or(""));
+  EXPECT_NE(date, -1) << get->header("Date").value_or("");
+  EXPECT_LE(std::abs(static_cast<long long>(date - std::time(nullptr))), 60);
+
+  const std::optional<http_response> head = client.read_response(5s, true);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status_line, "HTTP/1.1 200 OK");
+  EXPECT_EQ(header_names(*head), header_names(*get));
+  EXPECT_EQ(head->header("Content-Length"), get->header("Content-Length"));
+  const std::optional<http_response> again = client.read_response(5s);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status_line, "HTTP/1.1 200 OK");
+  EXPECT_EQ(again->body, get->body);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, BodySizeGivesABodyOfExactlyThatManyBytes) {
+  for (const std::size_t size : { std::size_t{ 1 }, std::size_t{ 1000 }, std::size_t{ 100'000 } }) {
+    server s({ "--threads", "1", "--body-size", std::to_string(size) });
+    ASSERT_NE(s.port(), 0u);
+    http_test_client client(s.port());
+    ASSERT_TRUE(client.send(std::string(kGetRoot) + "HEAD / HTTP/1.1\r\n\r\n" + std::string(kGetRoot)));
+    const std::optional<http_response> first = client.read_response(5s);
+    const std::optional<http_response> head = client.read_response(5s, true);
+    const std::optional<http_response> second = client.read_response(5s);
+    ASSERT_TRUE(first && head && second) << "size " << size;
+    EXPECT_EQ(first->status(), 200);
+    EXPECT_EQ(first->body.size(), size);
+    EXPECT_EQ(first->header("Content-Length"), std::to_string(size));
+    EXPECT_EQ(head->header("Content-Length"), std::to_string(size));
+    EXPECT_EQ(second->body, first->body);
+    EXPECT_EQ(s.process().stop(10s), 0);
+  }
+}
+
+TEST(HttpServer, OtherPathIs404AndOtherMethodIs405AndTheConnectionGoesOn) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  ASSERT_TRUE(client.send("GET /missing HTTP/1.1\r\n\r\n"));
+  const std::optional<http_response> missing = client.read_response(5s);
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status_line, "HTTP/1.1 404 Not Found");
+  EXPECT_FALSE(missing->header("Connection").has_value());
+
+  ASSERT_TRUE(client.send("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"));
+  const std::optional<http_response> post = client.read_response(5s);
+  ASSERT_TRUE(post.has_value());
+  EXPECT_EQ(post->status_line, "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(post->header("Allow"), "GET, HEAD");
+
+  ASSERT_TRUE(client.send("DELETE /missing HTTP/1.1\r\n\r\n"));
+  const std::optional<http_response> del = client.read_response(5s);
+  ASSERT_TRUE(del.has_value());
+  EXPECT_EQ(del->status(), 405);
+  EXPECT_EQ(client.get_root(5s), 200);  // the body of the POST was not taken for a request
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, Http10ClosesUnlessItAsksForKeepAlive) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client plain(s.port());
+  ASSERT_TRUE(plain.send("GET / HTTP/1.0\r\n\r\n"));
+  expect_answer_and_close(plain, 200);
+
+  http_test_client kept(s.port());
+  ASSERT_TRUE(kept.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  const std::optional<http_response> r = kept.read_response(5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), 200);
+  EXPECT_EQ(r->header("Connection"), "keep-alive");
+  EXPECT_EQ(kept.get_root(5s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, ConnectionCloseClosesAfterTheResponse) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  // The request after the one that closes is not answered.
+  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nConnection: close\r\n\r\n" + std::string(kGetRoot)));
+  expect_answer_and_close(client, 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  std::string requests;
+  for (int i = 0; i < 20; ++i) {
+    requests += i % 3 == 0 ? "GET / HTTP/1.1\r\n\r\n"
+                : i % 3 == 1 ? "GET /missing/" + std::to_string(i) + " HTTP/1.1\r\n\r\n"
+                             : "HEAD / HTTP/1.1\r\n\r\n";
+  }
+  ASSERT_TRUE(client.send(requests));  // one write
+  for (int i = 0; i < 20; ++i) {
+    const std::optional<http_response> r = client.read_response(5s, i % 3 == 2);
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    EXPECT_EQ(r->status(), i % 3 == 1 ? 404 : 200) << "response " << i;
+    EXPECT_EQ(r->body.empty(), i % 3 == 2) << "response " << i;
+  }
+  EXPECT_EQ(client.get_root(5s), 200);  // nothing more came before this one's answer
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, RequestArrivingByteByByteIsServed) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  const std::string request = "GET /?q=1 HTTP/1.1\r\nHost: test\r\nAccept: */*\r\n\r\n";
+  for (const char c : request) {
+    ASSERT_TRUE(client.send(std::string(1, c)));
+  }
+  const std::optional<http_response> r = client.read_response(5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  http_test_client bad(s.port());
+  ASSERT_TRUE(bad.send("GET / HTTP/1.1\r\nHost: test\r\nContent-Length: x\r\n\r\n"));
+  expect_answer_and_close(bad, 400);
+  http_test_client garbage(s.port());
+  ASSERT_TRUE(garbage.send("\x01\x02 nonsense\r\n\r\n"));
+  expect_answer_and_close(garbage, 400);
+  EXPECT_EQ(good->get_root(1s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {
+  server s({ "--threads", "1", "--max-header-bytes", "1024" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  http_test_client within(s.port());
+  ASSERT_TRUE(within.send("GET / HTTP/1.1\r\nX-Fill: " + std::string(900, 'a') + "\r\n\r\n"));
+  const std::optional<http_response> r = within.read_response(5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), 200);
+
+  http_test_client at_once(s.port());
+  ASSERT_TRUE(at_once.send("GET / HTTP/1.1\r\nX-Fill: " + std::string(2000, 'a') + "\r\n\r\n"));
+  expect_answer_and_close(at_once, 431);
+  EXPECT_EQ(good->get_root(1s), 200);
+
+  // In pieces, never finished: the server counts across reads and answers before the end.
+  http_test_client in_pieces(s.port());
+  ASSERT_TRUE(in_pieces.send("GET / HTTP/1.1\r\n"));
+  for (int i = 0; i < 40 && !in_pieces.wait_readable(0ms); ++i) {
+    (void)in_pieces.send("X-Piece-" + std::to_string(i) + ": " + std::string(80, 'b') + "\r\n");
+    EXPECT_EQ(good->get_root(1s), 200);
+  }
+  expect_answer_and_close(in_pieces, 431);
+  EXPECT_EQ(good->get_root(1s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, OversizedBodyGets413AndCloseWhileOthersAreServed) {
+  server s({ "--threads", "1", "--max-body-bytes", "1000" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  http_test_client declared(s.port());
+  ASSERT_TRUE(declared.send("POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(100, 'x')));
+  expect_answer_and_close(declared, 413);
+  EXPECT_EQ(good->get_root(1s), 200);
+
+  http_test_client chunked(s.port());
+  ASSERT_TRUE(chunked.send("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  for (int i = 0; i < 20 && !chunked.wait_readable(0ms); ++i) {
+    (void)chunked.send("64\r\n" + std::string(100, 'y') + "\r\n");  // 100-byte chunks
+  }
+  expect_answer_and_close(chunked, 413);
+  EXPECT_EQ(good->get_root(1s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, SlowRequestGets408AndCloseWhileOthersAreServed) {
+  server s({ "--threads", "1", "--request-timeout-ms", "300" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  http_test_client slow(s.port());
+  const auto start = clock_type::now();
+  ASSERT_TRUE(slow.send("GET / HTTP/1.1\r\nHost: te"));
+  // Served meanwhile, again and again, until the slow one's answer arrives (bounded: 5 s).
+  int served = 0;
+  while (!slow.wait_readable(20ms) && clock_type::now() - start < 5s) {
+    ASSERT_EQ(good->get_root(1s), 200);
+    ++served;
+  }
+  const auto waited = clock_type::now() - start;
+  expect_answer_and_close(slow, 408);
+  // Tolerance: never earlier than the timeout; up to 5 s later on a loaded machine.
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_GT(served, 0);
+  EXPECT_EQ(good->get_root(1s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+  server s({ "--threads", "1", "--idle-timeout-ms", "300" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  ASSERT_EQ(client.get_root(5s), 200);
+  const auto start = clock_type::now();
+  EXPECT_TRUE(client.wait_closed(5s));
+  const auto waited = clock_type::now() - start;
+  // Tolerance: the timer wheel's 1 ms ticks aside, not before the timeout; within 5 s.
+  EXPECT_GE(waited, 290ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, ConnectionsBeyondMaxConnectionsGet503AndClose) {
+  server s({ "--threads", "2", "--max-connections", "2" });
+  ASSERT_NE(s.port(), 0u);
+  auto first = good_client(s.port());
+  const auto second = good_client(s.port());
+  {
+    http_test_client third(s.port());
+    expect_answer_and_close(third, 503);
+  }  // closed: the server stops lingering on it
+  EXPECT_EQ(first->get_root(1s), 200);
+  EXPECT_EQ(second->get_root(1s), 200);
+  // Once a place is free again (when the server has seen the close), a new client is served.
+  first.reset();
+  int status = 0;
+  for (int attempt = 0; attempt < 100 && status != 200; ++attempt) {
+    http_test_client next(s.port());
+    status = next.get_root(1s);
+    EXPECT_TRUE(status == 200 || status == 503) << status;
+    if (status == 503) {
+      EXPECT_TRUE(next.wait_closed(5s));
+    }
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(second->get_root(1s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
+  server s({ "--threads", "1", "--grace-ms", "10000" });
+  ASSERT_NE(s.port(), 0u);
+  const auto in_flight = good_client(s.port());
+  const auto idle = good_client(s.port());
+  ASSERT_TRUE(in_flight->send("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));  // half the body
+  ASSERT_EQ(::kill(s.process().pid(), SIGTERM), 0);
+  // The drain closes the idle connection at once: then the server is surely draining.
+  EXPECT_TRUE(idle->wait_closed(5s));
+  ASSERT_TRUE(in_flight->send("67890"));
+  const std::optional<http_response> r = in_flight->read_response(5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), 200);
+  EXPECT_EQ(r->header("Connection"), "close");
+  EXPECT_TRUE(in_flight->wait_closed(5s));
+  EXPECT_EQ(s.process().wait(10s), 0);
+}
+
+TEST(HttpServer, LoadTesterHttpModeGetsEveryRequestAnswered) {
+  server s({ "--threads", "2" });
+  ASSERT_NE(s.port(), 0u);
+  child_process load({ CYAN_PROGRAM_LOAD_TESTER, "--mode", "http", "--port", std::to_string(s.port()),
+                       "--connections", "8", "--threads", "2", "--requests", "250", "--max-seconds", "120" },
+                     -1);
+  const std::string output = load.read_all(150s);
+  EXPECT_EQ(load.wait(10s), 0) << output;
+  const auto result = parse_result_line(output);
+  ASSERT_FALSE(result.empty()) << output;
+  EXPECT_EQ(result.at("requests"), 8 * 250);
+  EXPECT_EQ(result.at("errors"), 0);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+}  // namespace
