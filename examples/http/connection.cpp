@@ -1,0 +1,217 @@
+#include "http/connection.h"
+
+#include <sys/ioctl.h>
+
+#include <cstdio>
+#include <ctime>
+#include <system_error>
+#include <utility>
+
+namespace cyan::examples::http {
+
+namespace {
+
+// Output is written once this much has gathered, before the rest of the input is parsed: what
+// bounds a connection's output buffer when a client pipelines many requests at once.
+constexpr std::size_t kFlushBytes = 64 * 1024;
+// A connection lets the thread's other work run after this many reads: its reads may all find
+// data at once (a client that pipelines without pause) and never give the loop a turn.
+constexpr unsigned kReadsBeforeYield = 32;
+
+// The errors that only mean the client went away, was too slow, or the server is stopping.
+bool is_quiet(const std::system_error& e) {
+  return is_disconnect(e) || e.code() == std::errc::timed_out;
+}
+
+}  // namespace
+
+void thread_state::close_idle_connections() noexcept {
+  for (connection* c = connections; c != nullptr;) {
+    connection* next = c->next_;
+    c->close_if_idle();  // its task ends later, not in here
+    c = next;
+  }
+}
+
+dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
+                        std::chrono::steady_clock::duration limit) {
+  try {
+    socket.shutdown_send();
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (auto left = limit; left >= left.zero(); left = until - std::chrono::steady_clock::now()) {
+      if (co_await socket.read_some(scratch, left) == 0) {
+        break;
+      }
+    }
+  } catch (const std::system_error&) {
+    // Whatever ended it, the socket closes next.
+  }
+}
+
+connection::connection(net::tcp_socket socket, thread_state& home, const connection_settings& settings,
+                       const server_runtime& runtime)
+    : socket_(std::move(socket)), home_(home), settings_(settings), runtime_(runtime), parser_(settings.limits) {
+  out_.reserve(4096);
+  next_ = home_.connections;
+  if (next_ != nullptr) {
+    next_->previous_ = this;
+  }
+  home_.connections = this;
+}
+
+connection::~connection() {
+  (previous_ != nullptr ? previous_->next_ : home_.connections) = next_;
+  if (next_ != nullptr) {
+    next_->previous_ = previous_;
+  }
+}
+
+// A connection waits for a request none of whose bytes has arrived, or lingers: closing it
+// ends its pending read with operation_canceled.
+void connection::close_if_idle() noexcept {
+  int unread = 0;
+  if (lingering_ || (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0)) {
+    socket_.close();
+  }
+}
+
+// A connection's life:
+//   1. exchange   read, answer, write, again (see exchange());
+//   2. time out   a request not complete by its deadline gets 408;
+//   3. close      after an answer that closes: linger, then close (the socket's destructor).
+dispatch::task<> connection::run() {
+  bool timed_out = false;
+  try {
+    socket_.set_nodelay();
+    co_await exchange();
+  } catch (const std::system_error& e) {
+    timed_out = e.code() == std::errc::timed_out && reading_ && parser_.in_request();
+    if (!is_quiet(e)) {
+      std::fprintf(stderr, "http_server: connection: %s\n", e.what());
+    }
+  }
+  try {
+    if (timed_out) {
+      out_.clear();
+      respond_error(status::request_timeout);
+      co_await socket_.write_all(net::buffer(out_), settings_.idle_timeout);
+    }
+  } catch (const std::system_error&) {
+    co_return;  // the client is gone
+  }
+  if (closing_ && socket_.is_open()) {
+    lingering_ = true;  // while draining, only what has arrived: the shutdown is not to wait
+    co_await linger(socket_, input_, runtime_.draining() ? clock_type::duration::zero() : kLingerLimit);
+  }
+}
+
+// The requests of a connection, in turn:
+//   1. read     wait for bytes: up to --idle-timeout-ms between requests, up to the deadline
+//               of the request in progress (a timeout throws); an idle read ends when draining;
+//   2. answer   parse them, appending each request's response to out_ (answer());
+//   3. write    out_ (and a large body), all the answers at once; then on to (2) with what is
+//               left of the input, or to (1) when it is all parsed.
+// Ends after a response that closes, at end of stream, or when the server drains between two
+// requests.
+dispatch::task<> connection::exchange() {
+  for (;;) {
+    if (!parser_.in_request() && runtime_.draining()) {
+      co_return;
+    }
+    if (++reads_ % kReadsBeforeYield == 0) {
+      co_await dispatch::yield();
+    }
+    idle_ = !parser_.in_request();
+    reading_ = true;
+    const std::size_t n = co_await socket_.read_some(input_, read_limit());
+    reading_ = idle_ = false;
+    if (n == 0) {
+      co_return;
+    }
+    unparsed_ = std::string_view(reinterpret_cast<const char*>(input_.data()), n);
+    home_.responses.refresh(std::time(nullptr));
+    while (answer()) {
+      if (large_body_.empty()) {
+        co_await socket_.write_all(net::buffer(out_), settings_.idle_timeout);
+      } else {
+        pieces_ = { net::buffer(out_), net::buffer(large_body_) };
+        co_await socket_.write_all(std::span(pieces_), settings_.idle_timeout);
+        large_body_ = {};
+      }
+      out_.clear();
+      if (closing_) {
+        co_return;
+      }
+    }
+    note_request_start();
+  }
+}
+
+// Between requests the idle timeout; within one, what is left until its deadline.
+std::chrono::nanoseconds connection::read_limit() const {
+  if (!parser_.in_request()) {
+    return settings_.idle_timeout;
+  }
+  return deadline_ - clock_type::now();
+}
+
+// A request that began in the bytes just parsed gets its deadline now.
+void connection::note_request_start() {
+  if (parser_.in_request() && deadline_of_ != parser_.requests_begun()) {
+    deadline_of_ = parser_.requests_begun();
+    deadline_ = clock_type::now() + settings_.request_timeout;
+  }
+}
+
+// Parses what is left of the input, appending a response per request, until the output should
+// be written before parsing on (a response that closes, a large body, kFlushBytes gathered) or
+// the input is all parsed. Returns whether there is output to write.
+bool connection::answer() {
+  while (!unparsed_.empty()) {
+    const parse_event event = parser_.feed(unparsed_);
+    if (event == parse_event::error) {
+      respond_error(parser_.error_status());
+      return true;
+    }
+    if (event == parse_event::request) {
+      respond(parser_.last());
+      if (closing_ || !large_body_.empty() || out_.size() >= kFlushBytes) {
+        return true;
+      }
+    }
+  }
+  return !out_.empty();
+}
+
+void connection::respond(const request& r) {
+  const status s = r.method == request::verb::other ? status::method_not_allowed
+                   : r.root                         ? status::ok
+                                                    : status::not_found;
+  closing_ = !r.keep_alive || runtime_.draining();
+  const connection_header connection = closing_     ? connection_header::close
+                                       : r.http_1_0 ? connection_header::keep_alive
+                                                    : connection_header::implied;
+  const bool with_body = r.method != request::verb::head;
+  const std::string_view body = home_.responses.body(s);
+  const bool inline_body = body.size() <= kInlineBodyLimit;
+  if (connection == connection_header::implied && with_body && inline_body) {
+    home_.responses.append_whole(out_, s);  // the common case: one copy
+    return;
+  }
+  home_.responses.append_head(out_, s, connection);
+  if (with_body) {
+    if (inline_body) {
+      out_.append(body);
+    } else {
+      large_body_ = body;
+    }
+  }
+}
+
+void connection::respond_error(status s) {
+  closing_ = true;
+  home_.responses.append_head(out_, s, connection_header::close);
+  out_.append(home_.responses.body(s));
+}
+
+}  // namespace cyan::examples::http

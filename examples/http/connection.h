@@ -1,0 +1,105 @@
+#pragma once
+
+// One HTTP connection of http_server: its buffers, its parser and the coroutine that serves it
+// (read, answer, write, again), and what each handler thread keeps for its connections.
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cyan/common/cache_line.h"
+#include "cyan/dispatch.h"
+#include "cyan/net.h"
+#include "http/request_parser.h"
+#include "http/responses.h"
+#include "server/server_support.h"
+
+namespace cyan::examples::http {
+
+/// How connections are served. Read-only once the server runs.
+struct connection_settings {
+  request_limits limits;
+  std::chrono::milliseconds request_timeout{ 10'000 };  ///< first byte to last, else 408
+  std::chrono::milliseconds idle_timeout{ 60'000 };     ///< between requests; also each write
+};
+
+class connection;
+
+/// What belongs to one handler thread: its responses (whose Date it rewrites) and its
+/// connections (for the drain). Only that thread touches it once the server runs.
+struct alignas(cache_line_size) thread_state {
+  thread_state(std::string_view page, std::string_view page_type) : responses(page, page_type) {}
+  /// For the drain hook: closes this thread's connections that wait for a request none of
+  /// whose bytes has arrived, or linger after their last answer. Their tasks end later.
+  void close_idle_connections() noexcept;
+
+  response_set responses;
+  connection* connections = nullptr;  // an intrusive list, see connection
+};
+
+/// How long, after an answer that closes, the server keeps reading (and dropping) what the
+/// client still sends: closing with unread input resets the connection, and the client may then
+/// lose the answer before it reads it.
+inline constexpr std::chrono::seconds kLingerLimit{ 1 };
+
+/// After an answer that closes the connection: ends the sending side (the client reads the
+/// answer, then end of stream) and drops what the client still sends until it closes too, or
+/// `limit` passes (zero: only what has arrived). `socket` and `scratch` must outlive it.
+dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
+                        std::chrono::steady_clock::duration limit);
+
+/// One connection, served on the thread that accepted it. Lives in its task's frame, linked
+/// into its thread's list from construction to destruction; the settings, thread state and
+/// runtime outlive it. [its thread]
+class connection {
+ public:
+  connection(net::tcp_socket socket, thread_state& home, const connection_settings& settings,
+             const server_runtime& runtime);
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection();
+
+  /// Serves the connection until it closes (see the .cpp for the phases).
+  dispatch::task<> run();
+
+ private:
+  friend struct thread_state;
+  using clock_type = std::chrono::steady_clock;
+
+  dispatch::task<> exchange();
+  void close_if_idle() noexcept;
+  [[nodiscard]] std::chrono::nanoseconds read_limit() const;
+  void note_request_start();
+  [[nodiscard]] bool answer();
+  void respond(const request& r);
+  void respond_error(status s);
+
+  // What one read takes at most. llhttp parses as the bytes come, so a request need not fit.
+  static constexpr std::size_t kReadBufferSize = 8 * 1024;
+
+  net::tcp_socket socket_;
+  thread_state& home_;
+  const connection_settings& settings_;
+  const server_runtime& runtime_;
+  request_parser parser_;
+  std::array<std::byte, kReadBufferSize> input_;
+  std::string_view unparsed_;      // of input_
+  std::string out_;                // the responses to write; cleared, never shrunk
+  std::string_view large_body_;    // written after out_ (see kInlineBodyLimit)
+  std::array<std::span<const std::byte>, 2> pieces_;  // out_ and large_body_, while written
+  clock_type::time_point deadline_;  // of the request in progress
+  std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
+  unsigned reads_ = 0;
+  bool idle_ = false;       // reading, between requests
+  bool reading_ = false;    // in a read (not a write) when an exception comes
+  bool closing_ = false;    // the last response closes the connection
+  bool lingering_ = false;  // answered and closing: only dropping input
+  connection* previous_ = nullptr;
+  connection* next_ = nullptr;
+};
+
+}  // namespace cyan::examples::http
