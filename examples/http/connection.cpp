@@ -93,6 +93,7 @@ dispatch::task<> connection::run() {
   try {
     if (timed_out) {
       out_.clear();
+      home_.responses.refresh(std::time(nullptr));  // the last read may be long ago
       respond_error(status::request_timeout);
       co_await socket_.write_all(net::buffer(out_), settings_.idle_timeout);
     }

@@ -204,6 +204,27 @@ TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
+TEST(HttpServer, ThousandsOfPipelinedRequestsUnreadForAWhileAreAllAnsweredWhileOthersAreServed) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  http_test_client flood(s.port());
+  constexpr int kRequests = 5000;  // ~1.7 MB of answers: more than the socket buffers hold
+  std::string requests;
+  for (int i = 0; i < kRequests; ++i) {
+    requests += i % 2 == 0 ? "GET / HTTP/1.1\r\n\r\n" : "GET /missing HTTP/1.1\r\n\r\n";
+  }
+  ASSERT_TRUE(flood.send(requests, 10s));
+  EXPECT_EQ(good->get_root(1s), 200);  // the flood's writes wait; this thread does not
+  for (int i = 0; i < kRequests; ++i) {
+    const std::optional<http_response> r = flood.read_response(10s);
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    ASSERT_EQ(r->status(), i % 2 == 0 ? 200 : 404) << "response " << i;
+  }
+  EXPECT_EQ(flood.get_root(5s), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
 TEST(HttpServer, RequestArrivingByteByByteIsServed) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
