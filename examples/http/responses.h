@@ -51,7 +51,8 @@ class response_set {
 
   /// Appends the head of `s` (with `connection`) and the blank line that ends it.
   void append_head(std::string& out, status s, connection_header connection) const;
-  /// Appends the whole response, head and body, with an implied Connection.
+  /// Appends the whole response, head and body, with an implied Connection: for a body of at
+  /// most kInlineBodyLimit bytes (a larger one is written from where it is, see body()).
   void append_whole(std::string& out, status s) const { out.append(entries_[index(s)].whole); }
 
   [[nodiscard]] std::string_view body(status s) const noexcept { return entries_[index(s)].body; }

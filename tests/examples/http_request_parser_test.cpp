@@ -1,0 +1,173 @@
+// examples/http/request_parser.h: requests one at a time from any split of the stream, what
+// they ask for, and the limits counted exactly.
+
+#include "http/request_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using cyan::examples::http::parse_event;
+using cyan::examples::http::request;
+using cyan::examples::http::request_limits;
+using cyan::examples::http::request_parser;
+using cyan::examples::http::status;
+
+// Feeds `text` in pieces of `piece` bytes (0: all at once) and collects the events other than
+// need_more; stops at the first error.
+std::vector<parse_event> feed_in_pieces(request_parser& parser, std::string_view text, std::size_t piece = 0) {
+  std::vector<parse_event> events;
+  while (!text.empty()) {
+    const std::size_t size = piece == 0 ? text.size() : std::min(piece, text.size());
+    std::string_view chunk = text.substr(0, size);
+    text.remove_prefix(size);
+    while (!chunk.empty()) {
+      const parse_event event = parser.feed(chunk);
+      if (event != parse_event::need_more) {
+        events.push_back(event);
+      }
+      if (event == parse_event::error) {
+        return events;
+      }
+    }
+  }
+  return events;
+}
+
+const std::vector<parse_event> kOneRequest{ parse_event::request };
+
+TEST(HttpRequestParser, OneRequestAtATimeFromEverySplitOfTheStream) {
+  const std::string text = "GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD /x HTTP/1.1\r\n\r\n";
+  for (std::size_t split = 0; split <= text.size(); ++split) {
+    request_parser parser({});
+    std::string_view first = std::string_view(text).substr(0, split);
+    std::string_view second = std::string_view(text).substr(split);
+    std::vector<request> seen;
+    for (std::string_view* part : { &first, &second }) {
+      while (!part->empty()) {
+        if (parser.feed(*part) == parse_event::request) {
+          seen.push_back(parser.last());
+        }
+      }
+    }
+    ASSERT_EQ(seen.size(), 2u) << "split at " << split;
+    EXPECT_EQ(seen[0].method, request::verb::get);
+    EXPECT_TRUE(seen[0].root);
+    EXPECT_EQ(seen[1].method, request::verb::head);
+    EXPECT_FALSE(seen[1].root);
+    EXPECT_EQ(parser.requests_begun(), 2u);
+    EXPECT_FALSE(parser.in_request());
+  }
+}
+
+TEST(HttpRequestParser, FeedStopsRightAfterEachPipelinedRequest) {
+  request_parser parser({});
+  const std::string one = "GET / HTTP/1.1\r\n\r\n";
+  const std::string text = one + one + "GET / HT";
+  std::string_view input = text;
+  EXPECT_EQ(parser.feed(input), parse_event::request);
+  EXPECT_EQ(input.size(), text.size() - one.size());
+  EXPECT_EQ(parser.feed(input), parse_event::request);
+  EXPECT_EQ(input, "GET / HT");
+  EXPECT_EQ(parser.feed(input), parse_event::need_more);
+  EXPECT_TRUE(input.empty());
+  EXPECT_TRUE(parser.in_request());
+  EXPECT_EQ(parser.requests_begun(), 3u);
+}
+
+TEST(HttpRequestParser, MethodsPathsAndKeepAlive) {
+  struct expectation {
+    std::string text;
+    request::verb method;
+    bool root;
+    bool keep_alive;
+    bool http_1_0;
+  };
+  const std::vector<expectation> cases{
+    { "GET /?q=1 HTTP/1.1\r\n\r\n", request::verb::get, true, true, false },
+    { "GET /index.html HTTP/1.1\r\n\r\n", request::verb::get, false, true, false },
+    { "GET http://host/ HTTP/1.1\r\n\r\n", request::verb::get, false, true, false },
+    { "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", request::verb::other, true, true, false },
+    { "OPTIONS * HTTP/1.1\r\n\r\n", request::verb::other, false, true, false },
+    { "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", request::verb::get, true, false, false },
+    { "GET / HTTP/1.0\r\n\r\n", request::verb::get, true, false, true },
+    { "HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", request::verb::head, true, true, true },
+    // An upgrade would change protocols after this request: the server closes instead.
+    { "GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", request::verb::get, true, false, false },
+  };
+  for (const expectation& e : cases) {
+    request_parser parser({});
+    ASSERT_EQ(feed_in_pieces(parser, e.text), kOneRequest) << e.text;
+    EXPECT_EQ(parser.last().method, e.method) << e.text;
+    EXPECT_EQ(parser.last().root, e.root) << e.text;
+    EXPECT_EQ(parser.last().keep_alive, e.keep_alive) << e.text;
+    EXPECT_EQ(parser.last().http_1_0, e.http_1_0) << e.text;
+  }
+}
+
+TEST(HttpRequestParser, HeaderLimitCountsUpToTheBlankLineExactlyAcrossReads) {
+  // Request line, headers and the blank line: 27 bytes.
+  const std::string text = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(text.size(), 27u);
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 5 } }) {
+    request_parser at_limit({ .max_header_bytes = 27 });
+    EXPECT_EQ(feed_in_pieces(at_limit, text, piece), kOneRequest) << "pieces of " << piece;
+    request_parser below({ .max_header_bytes = 26 });
+    EXPECT_EQ(feed_in_pieces(below, text, piece), std::vector{ parse_event::error }) << "pieces of " << piece;
+    EXPECT_EQ(below.error_status(), status::header_fields_too_large);
+  }
+  // The second of two pipelined requests is counted from its own first byte.
+  request_parser pipelined({ .max_header_bytes = 27 });
+  EXPECT_EQ(feed_in_pieces(pipelined, text + text, 10),
+            (std::vector{ parse_event::request, parse_event::request }));
+}
+
+TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
+  request_parser parser({ .max_header_bytes = 100 });
+  std::string_view start = "GET / HTTP/1.1\r\nX-Long: ";
+  EXPECT_EQ(parser.feed(start), parse_event::need_more);
+  const std::string fill(50, 'a');
+  std::string_view more = fill;
+  EXPECT_EQ(parser.feed(more), parse_event::need_more);  // 74 bytes so far
+  more = fill;
+  EXPECT_EQ(parser.feed(more), parse_event::error);  // 124
+  EXPECT_EQ(parser.error_status(), status::header_fields_too_large);
+  std::string_view after = "\r\n\r\n";
+  EXPECT_EQ(parser.feed(after), parse_event::error);  // and from then on
+}
+
+TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
+  request_parser declared_at_limit({ .max_body_bytes = 10 });
+  EXPECT_EQ(feed_in_pieces(declared_at_limit, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"), kOneRequest);
+
+  request_parser declared_over({ .max_body_bytes = 10 });
+  // Refused at the headers already, before any of the body.
+  EXPECT_EQ(feed_in_pieces(declared_over, "POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n"),
+            std::vector{ parse_event::error });
+  EXPECT_EQ(declared_over.error_status(), status::payload_too_large);
+
+  const std::string chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n";
+  request_parser chunks_at_limit({ .max_body_bytes = 10 });
+  EXPECT_EQ(feed_in_pieces(chunks_at_limit, chunked + "0\r\n\r\n", 3), kOneRequest);
+  request_parser chunks_over({ .max_body_bytes = 10 });
+  EXPECT_EQ(feed_in_pieces(chunks_over, chunked + "1\r\nx\r\n0\r\n\r\n", 3), std::vector{ parse_event::error });
+  EXPECT_EQ(chunks_over.error_status(), status::payload_too_large);
+}
+
+TEST(HttpRequestParser, MalformedRequestsAre400AndStayFailed) {
+  for (const std::string text : { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                                  "GET / HTTP/1.1\r\nBad Header\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
+                                  "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" }) {
+    request_parser parser({});
+    EXPECT_EQ(feed_in_pieces(parser, text), std::vector{ parse_event::error }) << text;
+    EXPECT_EQ(parser.error_status(), status::bad_request) << text;
+    std::string_view next = "GET / HTTP/1.1\r\n\r\n";
+    EXPECT_EQ(parser.feed(next), parse_event::error) << text;
+  }
+}
+
+}  // namespace
