@@ -110,24 +110,6 @@ task<> accept_loop(tcp_listener listener, unsigned index, connection_placement p
   }
 }
 
-// Binds the listeners (the first one picks the port; the others share it with reuse_port),
-// starts their accept loops and returns the address they listen on.
-endpoint start_listening(const endpoint& where, bool acceptor, server_context& context) {
-  server_runtime& runtime = context.runtime;
-  const bool one_listener = acceptor || where.is_unix();
-  const tcp_listener::options settings{ .reuse_port = !one_listener, .remove_stale_socket = true };
-  tcp_listener first = tcp_listener::bind(where, settings);
-  const endpoint bound = first.local_endpoint();
-  const unsigned listeners = one_listener ? 1 : runtime.size();
-  for (unsigned index = 0; index < listeners; ++index) {
-    tcp_listener listener = index == 0 ? std::move(first) : tcp_listener::bind(bound, settings);
-    runtime.listeners().spawn(runtime.thread(index),
-                              accept_loop(std::move(listener), index,
-                                          connection_placement(runtime.size(), one_listener), &context));
-  }
-  return bound;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,7 +121,13 @@ int main(int argc, char** argv) {
   try {
     server_context context(static_cast<unsigned>(cli.number("threads")),
                            std::chrono::milliseconds(cli.number("idle-ms")));
-    const endpoint bound = start_listening(cli.listen_endpoint(), cli.is_set("acceptor"), context);
+    const endpoint where = cli.listen_endpoint();
+    const bool one_listener = cli.is_set("acceptor") || where.is_unix();
+    const connection_placement placement(context.runtime.size(), one_listener);
+    const endpoint bound = context.runtime.start_listeners(
+        where, one_listener, [&context, placement](tcp_listener listener, unsigned index) {
+          return accept_loop(std::move(listener), index, placement, &context);
+        });
     return context.runtime.run(bound, std::chrono::milliseconds(cli.number("grace-ms")));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "echo_server: %s\n", e.what());

@@ -173,22 +173,6 @@ task<> accept_loop(tcp_listener listener, unsigned index, server_context* contex
   }
 }
 
-// Binds the listeners (the first one picks the port; the others share it with reuse_port; a
-// unix: path has one), starts their accept loops and returns the address they listen on.
-endpoint start_listening(const endpoint& where, server_context& context) {
-  server_runtime& runtime = context.runtime;
-  const bool one_listener = where.is_unix();
-  const tcp_listener::options settings{ .reuse_port = !one_listener, .remove_stale_socket = true };
-  tcp_listener first = tcp_listener::bind(where, settings);
-  const endpoint bound = first.local_endpoint();
-  const unsigned listeners = one_listener ? 1 : runtime.size();
-  for (unsigned index = 0; index < listeners; ++index) {
-    tcp_listener listener = index == 0 ? std::move(first) : tcp_listener::bind(bound, settings);
-    runtime.listeners().spawn(runtime.thread(index), accept_loop(std::move(listener), index, &context));
-  }
-  return bound;
-}
-
 // --body-size N: N bytes of text lines.
 std::string generated_body(std::size_t size) {
   std::string body(size, '\n');
@@ -228,7 +212,9 @@ int main(int argc, char** argv) {
   try {
     server_context context(read_settings(cli), static_cast<unsigned>(cli.number("threads")));
     context.runtime.on_drain([&context](unsigned index) { context.states[index]->close_idle_connections(); });
-    const endpoint bound = start_listening(cli.listen_endpoint(), context);
+    const endpoint bound = context.runtime.start_listeners(
+        cli.listen_endpoint(), false,
+        [&context](tcp_listener listener, unsigned index) { return accept_loop(std::move(listener), index, &context); });
     return context.runtime.run(bound, std::chrono::milliseconds(cli.number("grace-ms")));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_server: %s\n", e.what());

@@ -147,6 +147,21 @@ server_runtime::~server_runtime() {
   connections_.join_blocking();
 }
 
+net::endpoint server_runtime::start_listeners(
+    const net::endpoint& where, bool one_listener,
+    const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop) {
+  one_listener = one_listener || where.is_unix();
+  const net::tcp_listener::options settings{ .reuse_port = !one_listener, .remove_stale_socket = true };
+  net::tcp_listener first = net::tcp_listener::bind(where, settings);
+  const net::endpoint bound = first.local_endpoint();
+  const unsigned count = one_listener ? 1 : size();
+  for (unsigned index = 0; index < count; ++index) {
+    net::tcp_listener listener = index == 0 ? std::move(first) : net::tcp_listener::bind(bound, settings);
+    listeners_.spawn(thread(index), accept_loop(std::move(listener), index));
+  }
+  return bound;
+}
+
 void server_runtime::stop() noexcept {
   signals_->wake.send();
 }

@@ -81,6 +81,15 @@ class server_runtime {
   /// True once shutdown began: finish the request in flight, then close. [any thread]
   [[nodiscard]] bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
 
+  /// Binds a listener to `where` for every handler thread, sharing the address with
+  /// reuse_port so the kernel spreads the connections over them (only thread 0's when
+  /// `one_listener`, and always for a unix: path, which has one), spawns
+  /// `accept_loop(listener, thread index)` for each in listeners(), on its thread, and
+  /// returns the address they listen on (with the port the first got, for port 0). Throws
+  /// std::system_error. [the main thread]
+  net::endpoint start_listeners(const net::endpoint& where, bool one_listener,
+                                const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop);
+
   /// Sets what runs on each handler thread, given its index, once draining() has turned true
   /// (before the grace period): e.g. closing the connections that wait idle for a request,
   /// which would otherwise only notice the drain when their wait ends. Call before run().
