@@ -40,7 +40,8 @@ constexpr std::size_t kChunkSize = 16 * 1024;
 // What every task needs. The runtime is the last member, so its destructor joins the tasks
 // while the rest is still alive.
 struct server_context {
-  server_context(unsigned threads, std::chrono::milliseconds idle) : idle_limit(idle), runtime(threads) {}
+  server_context(unsigned threads, std::chrono::milliseconds idle)
+      : idle_limit(idle), runtime(threads) {}
   std::chrono::milliseconds idle_limit;
   server_runtime runtime;
 };

@@ -158,9 +158,11 @@ task<> accept_loop(tcp_listener listener, unsigned index, server_context* contex
   for (;;) {
     try {
       tcp_socket connection = co_await listener.accept();
-      connection_slot slot = connection_slot::take(context->open_connections, context->settings.max_connections);
+      connection_slot slot =
+          connection_slot::take(context->open_connections, context->settings.max_connections);
       if (slot) {
-        runtime.connections().spawn(runtime.thread(index), serve(std::move(connection), std::move(slot), home, context));
+        runtime.connections().spawn(runtime.thread(index),
+                                    serve(std::move(connection), std::move(slot), home, context));
       } else {
         runtime.connections().spawn(runtime.thread(index), refuse(std::move(connection), home));
       }
@@ -211,10 +213,12 @@ int main(int argc, char** argv) {
   cli.parse(argc, argv);
   try {
     server_context context(read_settings(cli), static_cast<unsigned>(cli.number("threads")));
-    context.runtime.on_drain([&context](unsigned index) { context.states[index]->close_idle_connections(); });
+    context.runtime.on_drain(
+        [&context](unsigned index) { context.states[index]->close_idle_connections(); });
     const endpoint bound = context.runtime.start_listeners(
-        cli.listen_endpoint(), false,
-        [&context](tcp_listener listener, unsigned index) { return accept_loop(std::move(listener), index, &context); });
+        cli.listen_endpoint(), false, [&context](tcp_listener listener, unsigned index) {
+          return accept_loop(std::move(listener), index, &context);
+        });
     return context.runtime.run(bound, std::chrono::milliseconds(cli.number("grace-ms")));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_server: %s\n", e.what());

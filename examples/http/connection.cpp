@@ -48,9 +48,13 @@ dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
   }
 }
 
-connection::connection(net::tcp_socket socket, thread_state& home, const connection_settings& settings,
-                       const server_runtime& runtime)
-    : socket_(std::move(socket)), home_(home), settings_(settings), runtime_(runtime), parser_(settings.limits) {
+connection::connection(net::tcp_socket socket, thread_state& home,
+                       const connection_settings& settings, const server_runtime& runtime)
+    : socket_(std::move(socket)),
+      home_(home),
+      settings_(settings),
+      runtime_(runtime),
+      parser_(settings.limits) {
   out_.reserve(4096);
   next_ = home_.connections;
   if (next_ != nullptr) {
@@ -70,7 +74,8 @@ connection::~connection() {
 // ends its pending read with operation_canceled.
 void connection::close_if_idle() noexcept {
   int unread = 0;
-  if (lingering_ || (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0)) {
+  if (lingering_ ||
+      (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0)) {
     socket_.close();
   }
 }
@@ -102,7 +107,8 @@ dispatch::task<> connection::run() {
   }
   if (closing_ && socket_.is_open()) {
     lingering_ = true;  // while draining, only what has arrived: the shutdown is not to wait
-    co_await linger(socket_, input_, runtime_.draining() ? clock_type::duration::zero() : kLingerLimit);
+    co_await linger(socket_, input_,
+                    runtime_.draining() ? clock_type::duration::zero() : kLingerLimit);
   }
 }
 

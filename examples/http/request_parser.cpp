@@ -106,7 +106,8 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
   const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
   const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
-  if ((parser->flags & F_CONTENT_LENGTH) != 0 && parser->content_length > self.limits_.max_body_bytes) {
+  if ((parser->flags & F_CONTENT_LENGTH) != 0 &&
+      parser->content_length > self.limits_.max_body_bytes) {
     self.error_ = status::payload_too_large;
     return -1;
   }
@@ -132,8 +133,11 @@ int request_parser::on_message_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
   const std::uint8_t method = llhttp_get_method(parser);
   request& r = self.request_;
-  r.method = method == HTTP_GET ? request::verb::get : method == HTTP_HEAD ? request::verb::head : request::verb::other;
-  r.root = self.url_length_ >= 1 && self.url_start_[0] == '/' && (self.url_length_ == 1 || self.url_start_[1] == '?');
+  r.method = method == HTTP_GET    ? request::verb::get
+             : method == HTTP_HEAD ? request::verb::head
+                                   : request::verb::other;
+  r.root = self.url_length_ >= 1 && self.url_start_[0] == '/' &&
+           (self.url_length_ == 1 || self.url_start_[1] == '?');
   // An upgrade (or CONNECT) would switch protocols after this request: the server closes instead.
   r.keep_alive = llhttp_should_keep_alive(parser) != 0 && llhttp_get_upgrade(parser) == 0;
   r.http_1_0 = parser->http_major == 1 && parser->http_minor == 0;

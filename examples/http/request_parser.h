@@ -60,7 +60,9 @@ class request_parser {
 
  private:
   static const llhttp_settings_t kSettings;
-  static request_parser& of(llhttp_t* parser) noexcept { return *static_cast<request_parser*>(parser->data); }
+  static request_parser& of(llhttp_t* parser) noexcept {
+    return *static_cast<request_parser*>(parser->data);
+  }
   static int on_message_begin(llhttp_t* parser) noexcept;
   static int on_method(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept;
@@ -79,15 +81,15 @@ class request_parser {
   bool in_request_ = false;
   bool in_headers_ = false;
   bool failed_ = false;
-  bool measure_headers_ = false;    // paused at the headers' end to count them exactly
+  bool measure_headers_ = false;  // paused at the headers' end to count them exactly
   const char* chunk_end_ = nullptr;
   // Where this feed()'s part of the header section began (null: the message has not begun).
   const char* header_mark_ = nullptr;
-  std::size_t header_bytes_ = 0;    // of the header section, in earlier feed() calls
+  std::size_t header_bytes_ = 0;  // of the header section, in earlier feed() calls
   std::uint64_t body_bytes_ = 0;
   std::uint64_t requests_begun_ = 0;
   std::size_t url_length_ = 0;
-  char url_start_[2] = {};          // the first two characters of the request target
+  char url_start_[2] = {};  // the first two characters of the request target
 };
 
 }  // namespace cyan::examples::http

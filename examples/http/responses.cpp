@@ -19,7 +19,8 @@ constexpr std::array<status_text, kStatusCount> kStatuses{ {
     { "HTTP/1.1 405 Method Not Allowed\r\n", "Allow: GET, HEAD\r\n", "405 Method Not Allowed\n" },
     { "HTTP/1.1 408 Request Timeout\r\n", "", "408 Request Timeout\n" },
     { "HTTP/1.1 413 Content Too Large\r\n", "", "413 Content Too Large\n" },
-    { "HTTP/1.1 431 Request Header Fields Too Large\r\n", "", "431 Request Header Fields Too Large\n" },
+    { "HTTP/1.1 431 Request Header Fields Too Large\r\n", "",
+      "431 Request Header Fields Too Large\n" },
     { "HTTP/1.1 503 Service Unavailable\r\n", "", "503 Service Unavailable\n" },
 } };
 
@@ -79,7 +80,9 @@ response_set::response_set(std::string_view page, std::string_view page_type) {
     e.date_at = e.head.size();
     e.head.append(kImfFixdateLength, ' ').append("\r\nContent-Type: ");
     e.head.append(i == index(status::ok) ? page_type : "text/plain").append("\r\n");
-    e.head.append(text.extra_headers).append("Content-Length: ").append(std::to_string(e.body.size()));
+    e.head.append(text.extra_headers)
+        .append("Content-Length: ")
+        .append(std::to_string(e.body.size()));
     e.head.append("\r\n");
     if (e.body.size() <= kInlineBodyLimit) {
       e.whole.append(e.head).append(kBlankLine).append(e.body);

@@ -59,10 +59,10 @@ class response_set {
 
  private:
   struct entry {
-    std::string head;          // up to the last header's CRLF, without the blank line
-    std::string whole;         // head, blank line and body (empty for a large body)
+    std::string head;   // up to the last header's CRLF, without the blank line
+    std::string whole;  // head, blank line and body (empty for a large body)
     std::string_view body;
-    std::size_t date_at = 0;   // where the Date value starts in head and whole
+    std::size_t date_at = 0;  // where the Date value starts in head and whole
   };
   static constexpr std::size_t index(status s) noexcept { return static_cast<std::size_t>(s); }
 
