@@ -2,8 +2,8 @@
 // same body (nginx's file is http_server's page, fetched from it) with keep-alive and no access
 // log, driven by Debian's wrk (-t1 -c100, CYAN_BENCH_HTTP_SECONDS per sample, default 10) and
 // by load_tester --mode http (100 connections, 3 s). Both servers start once and stay up; the
-// arms alternate per repetition (the harness), timed as wall seconds per request (1 / requests
-// per second); each arm's server CPU per request (/proc, nginx's workers included), latency
+// arms alternate per repetition (the harness), timed as wall seconds per 100k requests (1e5 /
+// requests per second); each arm's server CPU per request (/proc, nginx's workers included), latency
 // p50 / p99 and errors are printed after the table. Skipped, saying so, when nginx or wrk is
 // missing (scripts/install-deps.sh installs both).
 //
@@ -161,7 +161,11 @@ struct target {
   unsigned port;
 };
 
-// One sample of `driver` ("wrk" or "load_tester") against `server`: seconds per request.
+// Requests per sample unit: the table prints seconds per 100k requests (about 1 s here), where
+// seconds per request would print as 0.0000.
+constexpr double kRequestsPerUnit = 1e5;
+
+// One sample of `driver` ("wrk" or "load_tester") against `server`: seconds per 100k requests.
 cyan::bench::sample run_driver(const std::string& driver, const target& server, int seconds,
                                figures& out) {
   const double cpu_before = tree_cpu_seconds(server.pid);
@@ -221,7 +225,7 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
     return { elapsed, 0 };
   }
   out.cpu_per_request_us.push_back(cpu * 1e6 / requests);
-  return { elapsed / requests, 0 };
+  return { elapsed / requests * kRequestsPerUnit, 0 };
 }
 
 // nginx serving `body` as / from a temporary directory, 2 workers, keep-alive, no access log.
@@ -287,7 +291,7 @@ int main() {
       break;
     }
     const int duration = driver == "wrk" ? seconds : 3;
-    cyan::bench::suite suite("http_benchmark", "time per request, " + driver + " -c100 " +
+    cyan::bench::suite suite("http_benchmark", "time per 100k requests, " + driver + " -c100 " +
                                                    std::to_string(duration) + " s");
     std::map<std::string, figures> seen;
     for (const target& server : servers) {
