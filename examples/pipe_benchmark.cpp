@@ -288,6 +288,7 @@ class job_thread {
 
  private:
   void serve() {
+    cyan::this_thread::set_name("pipe-libev");  // perf report --comm tells the arms apart
     if (shared_cpu()) {
       cyan::this_thread::set_affinity(*shared_cpu());
     }
@@ -377,6 +378,7 @@ class asio_thread {
  public:
   asio_thread()
       : io_(1), guard_(io_.get_executor()), thread_([this] {
+          cyan::this_thread::set_name("pipe-asio");
           if (shared_cpu()) {
             cyan::this_thread::set_affinity(*shared_cpu());
           }
