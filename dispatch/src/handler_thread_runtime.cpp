@@ -136,10 +136,13 @@ void handler_thread_runtime::main() noexcept {
 //   3. after_round:  when something ran: every kLoopPollInterval of busy rounds, one
 //                    non-blocking turn of the loop for its timers and io (poll_loop);
 //   otherwise, with nothing to do:
-//   4. spin:         look for work for up to the adaptive spin budget, yielding after
-//                    kSpinBeforeYield (spin, yield_and_learn) — skipped when the loop (io, a
-//                    timer) ended the last sleep: the next event is most likely the loop's
-//                    again, and a spin per socket wake-up would cost more than the wake-up;
+//   4. poll:         when the loop (io, a timer) ended the last sleep, the next event is most
+//                    likely the loop's again: one non-blocking turn of the loop instead of a spin
+//                    (poll_io); while such turns find events, the thread goes on polling — as a
+//                    busy raw libev loop does — without announcing a sleep or reading the clock;
+//                    the first that finds nothing leads to a sleep (5 or 6);
+//   4'. spin:        otherwise, look for work for up to the adaptive spin budget, yielding after
+//                    kSpinBeforeYield (spin, yield_and_learn);
 //   5. nap:          announce the sleep without the process-wide fence and block in the loop for
 //                    at most options_.nap (sleep with a light may_sleep);
 //   6. deep sleep:   after a nap that ended with nothing to do: announce with the fence and
@@ -155,7 +158,11 @@ void handler_thread_runtime::run() {
       nap_expired_ = false;
       loop_woke_ = false;
       after_round(taken);
-    } else if (loop_woke_ || !spin()) {
+    } else if (loop_woke_) {
+      if (!poll_io()) {
+        sleep();
+      }
+    } else if (!spin()) {
       sleep();
     }
   }
@@ -178,6 +185,15 @@ void handler_thread_runtime::after_round(std::size_t taken) {
 void handler_thread_runtime::poll_loop() {
   loop_->run_nowait();
   last_poll_ = clock::now();
+}
+
+// The loop's time is the clock read of its round, when the round ran callbacks.
+bool handler_thread_runtime::poll_io() {
+  if (!loop_->run_nowait()) {
+    return false;
+  }
+  last_poll_ = loop_->now();
+  return true;
 }
 
 // Spins for at most spin_budget_, which adapts: a spin that found work doubles it (up to
@@ -253,7 +269,13 @@ void handler_thread_runtime::sleep() {
   inbox_.woke();
   nap_expired_ = !deep && !nap_->is_active();
   nap_->stop();
-  last_poll_ = clock::now();
+  // Whatever ended the sleep (a post's wake-up, io, a timer, the nap) ran a callback, and the
+  // loop read the clock for it; a round without one leaves the loop's time older than
+  // fell_asleep.
+  last_poll_ = loop_->now();
+  if (last_poll_ < fell_asleep) {
+    last_poll_ = clock::now();
+  }
   loop_woke_ = !nap_expired_ && !inbox_.looks_busy();
   learn_from_sleep(last_poll_ - fell_asleep);
 }

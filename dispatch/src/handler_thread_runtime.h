@@ -86,6 +86,7 @@ class handler_thread_runtime final : public inbox_owner {
   void learn_from_sleep(clock::duration slept) noexcept;
   void after_round(std::size_t taken);
   void poll_loop();
+  bool poll_io();
   void finish() noexcept;
   void run_due_delayed() noexcept;
   void cancel_delayed() noexcept;
@@ -118,7 +119,8 @@ class handler_thread_runtime final : public inbox_owner {
   bool finishing_ = false;
   bool yield_at_once_ = false;   // the sender seems to share this CPU (see yield_and_learn())
   bool nap_expired_ = false;     // the last sleep was a nap that ended with nothing to do
-  bool loop_woke_ = false;       // the last sleep was ended by the loop (io, a timer), not a post
+  bool loop_woke_ = false;       // the last sleep (and each poll since) ran the loop's callbacks
+                                 // (io, a timer), not a post: poll before sleeping again
   clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
                                  // (see spin() and learn_from_sleep())
 };

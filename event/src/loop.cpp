@@ -234,10 +234,12 @@ void loop::run_once() {
   end_run();
 }
 
-void loop::run_nowait() {
+bool loop::run_nowait() {
   begin_run();
+  ran_callbacks_ = false;
   ev_run(raw_, EVRUN_NOWAIT);
   end_run();
+  return ran_callbacks_;
 }
 
 void loop::stop() noexcept {
@@ -274,7 +276,13 @@ std::vector<event::backend> loop::recommended_backends() {
   return backends_in(ev_recommended_backends());
 }
 
+// libev calls this once per round, also when nothing is pending: then there is no callback to
+// give a time to, and the clock is not read.
 void loop::invoke_pending() noexcept {
+  if (ev_pending_count(raw_) == 0 && queued_events_.empty()) {
+    return;
+  }
+  ran_callbacks_ = true;
   now_ = clock::now();
   round_time_ = now_;
   ev_invoke_pending(raw_);

@@ -73,16 +73,17 @@ class loop : noncopyable {
   /// Waits for at least one event (a stop() counts as one) and runs what is ready, once.
   void run_once();
 
-  /// Runs the callbacks of the events ready now, without waiting.
-  void run_nowait();
+  /// Runs the callbacks of the events ready now, without waiting. Returns whether it ran any
+  /// (false: nothing was ready).
+  bool run_nowait();
 
   /// Makes the running start() (or run_once()) return once the callbacks already due in this
   /// round have run; when the loop is not running, the next start() returns at once. Wakes a
   /// loop that is waiting. [any thread]
   void stop() noexcept;
 
-  /// The loop's idea of the current time: refreshed each time the loop wakes up, and by a
-  /// timer's start()/reset() called while the loop is not running.
+  /// The loop's idea of the current time: refreshed each time the loop wakes up to run
+  /// callbacks, and by a timer's start()/reset() called while the loop is not running.
   [[nodiscard]] clock::time_point now() const noexcept { return now_; }
 
   /// True while start(), run_once() or run_nowait() runs: inside the loop's callbacks. Then
@@ -156,6 +157,7 @@ class loop : noncopyable {
   struct ev_loop* raw_ = nullptr;
   const bool is_main_;
   bool running_ = false;  // loop thread only: inside ev_run
+  bool ran_callbacks_ = false;  // loop thread only: this round had something pending
   /// The loop thread; written by the first run (re-binding), read by is_loop_thread().
   std::atomic<std::thread::id> owner_;
   /// Set by the first run; until then any thread may prepare the loop.
