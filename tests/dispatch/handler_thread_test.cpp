@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +25,7 @@
 
 #include "cyan/common/thread.h"
 #include "cyan/dispatch/handler.h"
+#include "cyan/event/io.h"
 #include "cyan/event/timer.h"
 #include "support/cpu_time.h"
 #include "support/lifecycle.h"
@@ -420,6 +423,45 @@ TEST(HandlerThread, AnIdleThreadUsesNoCpu) {
   thread.post_awaitable([] {}).get();  // it has worked, spun and gone to sleep since
   const auto used = cpu_used_while_idle(1000ms);
   EXPECT_LT(used, 20ms) << "an idle handler_thread must sleep, not spin (2% of one core)";
+}
+
+// A thread that its loop woke (io here) polls the loop without sleeping while events keep
+// coming; the first poll that finds nothing must put it back to sleep, not keep it polling.
+TEST(HandlerThread, AThreadWokenByIoSleepsAgainOnceNothingIsReady) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  handler_thread thread;
+  auto loop = thread.get_event_loop();
+  std::unique_ptr<cyan::event::io> watcher;
+  std::atomic<int> bytes{ 0 };
+  std::latch got_three(3);
+  thread
+      .post_awaitable([&] {
+        watcher = std::make_unique<cyan::event::io>(loop);
+        watcher->set_file_descriptor(fds[0]);
+        watcher->set_events(cyan::event::io::read);
+        watcher->set_callback([&](cyan::event::io_events) {
+          char byte = 0;
+          while (::read(fds[0], &byte, 1) == 1) {
+            bytes.fetch_add(1);
+            got_three.count_down();
+          }
+        });
+        watcher->start();
+      })
+      .get();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  }
+  got_three.wait();
+  const auto used = cpu_used_while_idle(1000ms);
+  EXPECT_LT(used, 20ms) << "a thread woken by io must sleep again once nothing is ready";
+  EXPECT_EQ(bytes.load(), 3);
+  thread.post_awaitable([&] { watcher.reset(); }).get();
+  thread.stop();
+  thread.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 // While a stopped thread waits for a token task held up by another executor, it serves its
