@@ -252,17 +252,25 @@ bool write_all_op::attempt() noexcept {
     if (next_ == buffers_.size()) {
       return true;
     }
-    ::iovec pieces[kGather];
-    const std::size_t count = std::min(kGather, buffers_.size() - next_);
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::span<const std::byte> piece =
-          buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
-      pieces[i] = { const_cast<std::byte*>(piece.data()), piece.size() };
+    long n = 0;
+    if (next_ + 1 == buffers_.size()) {
+      // One buffer left: send(), which costs the kernel less than sendmsg()'s msghdr and iovec.
+      const std::span<const std::byte> piece = buffers_[next_].subspan(offset_);
+      n = io_call([&] { return ::send(core_->fd(), piece.data(), piece.size(), MSG_NOSIGNAL); },
+                  error_);
+    } else {
+      ::iovec pieces[kGather];
+      const std::size_t count = std::min(kGather, buffers_.size() - next_);
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::span<const std::byte> piece =
+            buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
+        pieces[i] = { const_cast<std::byte*>(piece.data()), piece.size() };
+      }
+      ::msghdr message{};
+      message.msg_iov = pieces;
+      message.msg_iovlen = count;
+      n = io_call([&] { return ::sendmsg(core_->fd(), &message, MSG_NOSIGNAL); }, error_);
     }
-    ::msghdr message{};
-    message.msg_iov = pieces;
-    message.msg_iovlen = count;
-    const long n = io_call([&] { return ::sendmsg(core_->fd(), &message, MSG_NOSIGNAL); }, error_);
     if (n == kWouldBlock) {
       return false;
     }

@@ -1,6 +1,7 @@
 // socket_core's adaptive speculation of reads (see net/detail/socket_core.h): after two
 // speculative reads in a row that would have blocked, reads wait for readiness first, except
-// every 16th, and one speculative read that finds data restores speculation.
+// a retry after 16 of them, then after twice as many each time a retry misses (up to 256), and
+// one speculative read that finds data restores speculation.
 
 #include "cyan/net/detail/socket_core.h"
 
@@ -27,18 +28,29 @@ TEST(socket_core, reads_speculate_until_two_in_a_row_would_block) {
   EXPECT_TRUE(a.speculate_read());  // a hit in between starts the count again
   a.speculated_read(true);
   std::vector<int> tried;
-  for (int read = 1; read <= 48; ++read) {
+  for (int read = 1; read <= 16 + 32 + 64 + 128 + 256 + 256 + 256; ++read) {
     if (a.speculate_read()) {
       tried.push_back(read);
       a.speculated_read(true);  // still nothing there
     }
   }
-  EXPECT_EQ(tried, (std::vector<int>{ 16, 32, 48 }));
+  EXPECT_EQ(tried, (std::vector<int>{ 16, 48, 112, 240, 496, 752, 1008 }));
   a.speculated_read(false);  // one try found data
   for (int read = 0; read < 20; ++read) {
     EXPECT_TRUE(a.speculate_read());
     a.speculated_read(false);
   }
+  // The pattern again: retries start over at 16.
+  a.speculated_read(true);
+  a.speculated_read(true);
+  tried.clear();
+  for (int read = 1; read <= 48; ++read) {
+    if (a.speculate_read()) {
+      tried.push_back(read);
+      a.speculated_read(true);
+    }
+  }
+  EXPECT_EQ(tried, (std::vector<int>{ 16, 48 }));
   EXPECT_TRUE(b.speculate_read());  // per socket
 }
 

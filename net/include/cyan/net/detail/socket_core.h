@@ -9,7 +9,9 @@
 // speculative reads of a socket would have blocked — a request/response or pipe-chain pattern,
 // where the next read comes before the peer's data — a read waits for readiness first (the
 // level-triggered watcher reports data already there at the loop's next turn), trying the
-// system call first again every 16th read, and for good once such a try finds data. Whatever ends the wait resumes the coroutine once:
+// system call first again after 16 such reads, then after 32, 64, ... up to 256 while these
+// tries keep missing (each miss is a wasted system call), and for good once such a try finds
+// data. Whatever ends the wait resumes the coroutine once:
 //
 //   ready      the watcher saw the direction ready: the operation retries its system call
 //              (and waits on when that would still block);                        [loop thread]
@@ -144,13 +146,29 @@ class socket_core : noncopyable {
   void unwait(io_wait& op) noexcept;
 
   /// Whether the next read should make its system call before waiting for readiness: yes
-  /// unless the last two speculative reads would have blocked; then every 16th. [its thread]
+  /// unless the last two speculative reads would have blocked; then once after 16 reads that
+  /// waited first, and after twice as many each time such a try misses again, up to 256 (see
+  /// the top of this file). [its thread]
   [[nodiscard]] bool speculate_read() noexcept {
-    return read_misses_ < kMissesToWaitFirst || (++reads_waited_first_ % kRetryEvery) == 0;
+    if (read_misses_ < kMissesToWaitFirst) {
+      return true;
+    }
+    if (++reads_waited_first_ < (1u << retry_shift_)) {
+      return false;
+    }
+    reads_waited_first_ = 0;
+    return true;
   }
   /// Records what a speculative read found. [its thread]
   void speculated_read(bool would_block) noexcept {
-    read_misses_ = would_block ? static_cast<std::uint8_t>(std::min<int>(read_misses_ + 1, kMissesToWaitFirst)) : 0;
+    if (!would_block) {
+      read_misses_ = 0;
+      retry_shift_ = kFirstRetryShift;
+    } else if (read_misses_ < kMissesToWaitFirst) {
+      ++read_misses_;
+    } else if (retry_shift_ < kLastRetryShift) {
+      ++retry_shift_;  // a retry that missed: the pattern holds, try less often
+    }
   }
 
  private:
@@ -165,9 +183,11 @@ class socket_core : noncopyable {
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
   static constexpr int kMissesToWaitFirst = 2;
-  static constexpr unsigned kRetryEvery = 16;
-  std::uint8_t read_misses_ = 0;        // speculative reads in a row that would have blocked
-  std::uint8_t reads_waited_first_ = 0;  // counts the reads that skipped the try, mod 256
+  static constexpr std::uint8_t kFirstRetryShift = 4;  // the first retry after 16 reads
+  static constexpr std::uint8_t kLastRetryShift = 8;   // retries at least every 256th read
+  std::uint8_t read_misses_ = 0;          // speculative reads in a row that would have blocked
+  std::uint8_t retry_shift_ = kFirstRetryShift;  // log2 of the reads to wait first before a retry
+  std::uint16_t reads_waited_first_ = 0;  // reads that skipped the try since the last one
 };
 
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
