@@ -75,6 +75,38 @@ TEST_F(TimerWheelTest, RunsEachEntryNotBeforeItsDelayAndInDueOrder) {
   EXPECT_FALSE(wheel.is_armed());
 }
 
+// A closure with prefetch() (event::detail::wheel_prefetchable) is asked, while the entries
+// ahead of it in a due list run, for step 1 when it is four places behind the running one and
+// for step 0 when it is two places behind.
+struct prefetch_probe {
+  int index;
+  std::vector<std::pair<int, int>>* ran;  // (entry that ran or was asked, -1 ran / step)
+  void operator()() const { ran->emplace_back(index, -1); }
+  void prefetch(unsigned step) const noexcept { ran->emplace_back(index, static_cast<int>(step)); }
+};
+
+TEST_F(TimerWheelTest, DueEntriesAreAskedToPrefetchTwoAndFourPlacesAhead) {
+  static_assert(cyan::event::detail::wheel_prefetchable<prefetch_probe>);
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  std::vector<std::pair<int, int>> ran;
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {
+    for (int i = 0; i < 6; ++i) {
+      wheel.post(prefetch_probe{ i, &ran }, 5ms);  // one round: one base time, one due tick
+    }
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] {
+    return std::count(ran.begin(), ran.end(), std::pair{ 5, -1 }) == 1;
+  }));
+  const std::vector<std::pair<int, int>> expected{
+    { 2, 0 }, { 4, 1 }, { 0, -1 },  // before entry 0 runs
+    { 3, 0 }, { 5, 1 }, { 1, -1 }, { 4, 0 }, { 2, -1 }, { 5, 0 }, { 3, -1 }, { 4, -1 }, { 5, -1 },
+  };
+  EXPECT_EQ(ran, expected);
+}
+
 TEST_F(TimerWheelTest, PostsOutsideTheLoopCountFromNowNotFromTheLoopsLastRound) {
   timer_wheel wheel{ loop_ };
   wheel.start();

@@ -68,6 +68,19 @@ class [[nodiscard]] sleep_awaiter {
       }
     }
     void operator()() noexcept { std::exchange(self, nullptr)->fired(); }
+    // For the wheel (event::detail::wheel_prefetchable): the awaiter first, then the frame the
+    // resumption jumps into and the branch it checks.
+    void prefetch(unsigned step) const noexcept {
+      if (step == 1) {
+        __builtin_prefetch(self);
+        __builtin_prefetch(&self->claimed_);
+        return;
+      }
+      __builtin_prefetch(self->coroutine_.address());
+      if (self->owner_ != nullptr) {
+        __builtin_prefetch(&self->owner_->root);
+      }
+    }
   };
   struct on_stop {
     sleep_awaiter* self;

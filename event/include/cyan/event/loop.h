@@ -156,7 +156,7 @@ class loop : noncopyable {
 
   struct ev_loop* raw_ = nullptr;
   const bool is_main_;
-  bool running_ = false;  // loop thread only: inside ev_run
+  bool running_ = false;        // loop thread only: inside ev_run
   bool ran_callbacks_ = false;  // loop thread only: this round had something pending
   /// The loop thread; written by the first run (re-binding), read by is_loop_thread().
   std::atomic<std::thread::id> owner_;

@@ -167,6 +167,7 @@ class timer_wheel_core : noncopyable {
   index_type allocate_new();  // allocate() when the free list is empty: grows the slab
   void grow(std::size_t capacity);
   void destroy_callback(index_type i) noexcept;
+  void prefetch_after_first(index_type list) noexcept;
   void push_free(index_type i) noexcept { nodes_[i].next = std::exchange(free_head_, i); }
   id_type link_new(index_type i, tick_type due, bool needs_destroy) noexcept;
   // Marks a node free (the next count, no flags) and puts it on the free list.
