@@ -276,7 +276,8 @@ void handler_thread_runtime::sleep() {
   if (last_poll_ < fell_asleep) {
     last_poll_ = clock::now();
   }
-  loop_woke_ = !nap_expired_ && !inbox_.looks_busy();
+  // A pool worker's wake-up for the pool's queue is a post's, not the loop's.
+  loop_woke_ = !nap_expired_ && !inbox_.looks_busy() && !hook_has_work(this);
   learn_from_sleep(last_poll_ - fell_asleep);
 }
 
