@@ -207,7 +207,8 @@ endpoint tcp_listener::local_endpoint() const {
 namespace detail {
 
 bool read_some_op::attempt() noexcept {
-  const long n = io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
+  const long n =
+      io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
   if (n == kWouldBlock) {
     return false;
   }
@@ -217,7 +218,8 @@ bool read_some_op::attempt() noexcept {
 
 bool read_exact_op::attempt() noexcept {
   while (!buffer_.empty()) {
-    const long n = io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
+    const long n =
+        io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
     if (n == kWouldBlock) {
       return false;
     }
@@ -262,8 +264,7 @@ bool write_all_op::attempt() noexcept {
       ::iovec pieces[kGather];
       const std::size_t count = std::min(kGather, buffers_.size() - next_);
       for (std::size_t i = 0; i < count; ++i) {
-        const std::span<const std::byte> piece =
-            buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
+        const std::span<const std::byte> piece = buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
         pieces[i] = { const_cast<std::byte*>(piece.data()), piece.size() };
       }
       ::msghdr message{};

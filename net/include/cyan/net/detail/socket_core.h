@@ -117,7 +117,9 @@ class socket_core : noncopyable {
 
   [[nodiscard]] int fd() const noexcept { return fd_; }
   [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
-  [[nodiscard]] bool has_waiters() const noexcept { return reader_ != nullptr || writer_ != nullptr; }
+  [[nodiscard]] bool has_waiters() const noexcept {
+    return reader_ != nullptr || writer_ != nullptr;
+  }
 
   /// Attaches the core to the calling thread if it is not attached yet, else checks (debug
   /// builds) that the calling thread is its own, aborting with a message naming `operation`
@@ -185,9 +187,9 @@ class socket_core : noncopyable {
   static constexpr int kMissesToWaitFirst = 2;
   static constexpr std::uint8_t kFirstRetryShift = 4;  // the first retry after 16 reads
   static constexpr std::uint8_t kLastRetryShift = 8;   // retries at least every 256th read
-  std::uint8_t read_misses_ = 0;          // speculative reads in a row that would have blocked
+  std::uint8_t read_misses_ = 0;  // speculative reads in a row that would have blocked
   std::uint8_t retry_shift_ = kFirstRetryShift;  // log2 of the reads to wait first before a retry
-  std::uint16_t reads_waited_first_ = 0;  // reads that skipped the try since the last one
+  std::uint16_t reads_waited_first_ = 0;         // reads that skipped the try since the last one
 };
 
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
