@@ -138,7 +138,7 @@ void handler_thread_runtime::main() noexcept {
 //   otherwise, with nothing to do:
 //   4. poll:         when the loop (io, a timer) ended the last sleep, the next event is most
 //                    likely the loop's again: one non-blocking turn of the loop instead of a spin
-//                    (poll_io); while such turns find events, the thread goes on polling — as a
+//                    (poll_loop); while such turns find events, the thread goes on polling — as a
 //                    busy raw libev loop does — without announcing a sleep or reading the clock;
 //                    the first that finds nothing leads to a sleep (5 or 6);
 //   4'. spin:        otherwise, look for work for up to the adaptive spin budget, yielding after
@@ -159,7 +159,7 @@ void handler_thread_runtime::run() {
       loop_woke_ = false;
       after_round(taken);
     } else if (loop_woke_) {
-      if (!poll_io()) {
+      if (!poll_loop()) {
         sleep();
       }
     } else if (!spin()) {
@@ -182,18 +182,12 @@ void handler_thread_runtime::after_round(std::size_t taken) {
   }
 }
 
-void handler_thread_runtime::poll_loop() {
-  loop_->run_nowait();
-  last_poll_ = clock::now();
-}
-
-// The loop's time is the clock read of its round, when the round ran callbacks.
-bool handler_thread_runtime::poll_io() {
-  if (!loop_->run_nowait()) {
-    return false;
-  }
-  last_poll_ = loop_->now();
-  return true;
+// One non-blocking turn of the loop; whether it ran callbacks. The loop's time is the clock
+// reading of a round that ran callbacks.
+bool handler_thread_runtime::poll_loop() {
+  const bool ran = loop_->run_nowait();
+  last_poll_ = ran ? loop_->now() : clock::now();
+  return ran;
 }
 
 // Spins for at most spin_budget_, which adapts: a spin that found work doubles it (up to

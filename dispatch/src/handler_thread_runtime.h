@@ -85,8 +85,7 @@ class handler_thread_runtime final : public inbox_owner {
   bool may_sleep(inbox::sleep_fence fence);
   void learn_from_sleep(clock::duration slept) noexcept;
   void after_round(std::size_t taken);
-  void poll_loop();
-  bool poll_io();
+  bool poll_loop();
   void finish() noexcept;
   void run_due_delayed() noexcept;
   void cancel_delayed() noexcept;

@@ -235,9 +235,17 @@ bool read_exact_op::attempt() noexcept {
   return true;
 }
 
+namespace {
+
+// One send() of `bytes` (MSG_NOSIGNAL: a reset peer is an error, not SIGPIPE), see io_call().
+long send_bytes(int fd, std::span<const std::byte> bytes, std::error_code& error) noexcept {
+  return io_call([&] { return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL); }, error);
+}
+
+}  // namespace
+
 bool write_some_op::attempt() noexcept {
-  const long n = io_call(
-      [&] { return ::send(core_->fd(), buffer_.data(), buffer_.size(), MSG_NOSIGNAL); }, error_);
+  const long n = send_bytes(core_->fd(), buffer_, error_);
   if (n == kWouldBlock) {
     return false;
   }
@@ -257,9 +265,7 @@ bool write_all_op::attempt() noexcept {
     long n = 0;
     if (next_ + 1 == buffers_.size()) {
       // One buffer left: send(), which costs the kernel less than sendmsg()'s msghdr and iovec.
-      const std::span<const std::byte> piece = buffers_[next_].subspan(offset_);
-      n = io_call([&] { return ::send(core_->fd(), piece.data(), piece.size(), MSG_NOSIGNAL); },
-                  error_);
+      n = send_bytes(core_->fd(), buffers_[next_].subspan(offset_), error_);
     } else {
       ::iovec pieces[kGather];
       const std::size_t count = std::min(kGather, buffers_.size() - next_);

@@ -18,15 +18,14 @@ struct wheel_callback_ops {
   // nullptr when copying the slot's bytes does that.
   void (*relocate)(void* from, void* to) noexcept;
   void (*destroy)(void* storage) noexcept;  // nullptr when there is nothing to destroy
-  // Asks the closure to prefetch what it will touch when it runs: step 1 when it runs after
-  // the next entry, step 0 when it runs next (see wheel_prefetchable); nullptr when it has
-  // nothing to ask for.
+  // Asks the closure to prefetch what it will touch when it runs (see wheel_prefetchable);
+  // nullptr when it has nothing to ask for.
   void (*prefetch)(const void* storage, unsigned step) noexcept;
 };
 
-/// A closure that can prefetch what it will touch: `f.prefetch(1)` some time before it runs
-/// (it may load its own bytes' pointers only), `f.prefetch(0)` just before the entry ahead of
-/// it runs (what step 1 prefetched is in cache: it may follow it one level further). Running
+/// A closure that can prefetch what it will touch: `f.prefetch(1)` a few entries before its
+/// turn (it may load its own bytes' pointers only), `f.prefetch(0)` closer to it (what step 1
+/// prefetched is in cache by then: it may follow it one level further). Running
 /// many due entries that each point to memory touched for the first time in a while — 100,000
 /// sleeping coroutines' frames — is mostly cache misses otherwise.
 template <typename F>
