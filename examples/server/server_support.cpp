@@ -1,12 +1,18 @@
 #include "server/server_support.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <future>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
+
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "cyan/event.h"
 
@@ -114,24 +120,74 @@ bool is_disconnect(const std::system_error& e) noexcept {
 
 // ---- server_runtime ----
 
-// The SIGINT and SIGTERM watchers on the main loop, and the async that stop() uses.
+// SIGINT and SIGTERM end the main loop, and so does stop() through an async.
+//
+// The two signals are blocked in the main thread before the handler threads exist (they
+// inherit the mask) and read from a signalfd on the main loop: they stay queued in the kernel
+// until the loop reads them, whichever thread they were aimed at. An asynchronous handler
+// would be run by whichever thread the kernel picks, at whatever point it was; under
+// ThreadSanitizer, which defers such handlers to the thread's next intercepted call, a
+// SIGTERM that came just after "listening on" was lost about one time in 14. The libev signal
+// watchers stay as well, for threads that existed before the runtime (their mask lets the
+// signals in, so the handler runs there and wakes the main loop).
 struct server_runtime::signals {
   signals()
-      : loop(event::get_main_loop()), interrupt(loop), terminate(loop), wake(loop) {
+      : loop(event::get_main_loop()), interrupt(loop), terminate(loop), wake(loop), queued(loop) {
     const auto shutdown = [this] { loop->stop(); };
     interrupt.set_number(SIGINT);
     interrupt.set_callback(shutdown);
     terminate.set_number(SIGTERM);
     terminate.set_callback(shutdown);
     wake.set_callback(shutdown);
-    interrupt.start();
+    interrupt.start();  // libev unblocks the signal in this thread: block it after this
     terminate.start();
     wake.start();
+    ::sigemptyset(&blocked);
+    ::sigaddset(&blocked, SIGINT);
+    ::sigaddset(&blocked, SIGTERM);
+    if (const int error = ::pthread_sigmask(SIG_BLOCK, &blocked, &previous); error != 0) {
+      throw std::system_error(error, std::generic_category(), "pthread_sigmask(SIGINT, SIGTERM)");
+    }
+    descriptor = ::signalfd(-1, &blocked, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (descriptor < 0) {
+      const int error = errno;
+      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+      throw std::system_error(error, std::generic_category(), "signalfd(SIGINT, SIGTERM)");
+    }
+    queued.set_file_descriptor(descriptor);
+    queued.set_events(event::io::read);
+    queued.set_callback([this](event::io::events) {
+      if (take_one()) {
+        loop->stop();
+      }
+    });
+    queued.start();
   }
+  signals(const signals&) = delete;
+  signals& operator=(const signals&) = delete;
+  ~signals() {
+    queued.stop();
+    while (take_one()) {
+      // a second SIGINT / SIGTERM during the shutdown: it is already under way
+    }
+    ::close(descriptor);
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+
+  // Reads one queued signal; false when none is queued.
+  bool take_one() const noexcept {
+    ::signalfd_siginfo info{};
+    return ::read(descriptor, &info, sizeof info) == static_cast<::ssize_t>(sizeof info);
+  }
+
   std::shared_ptr<event::loop> loop;
   event::signal interrupt;
   event::signal terminate;
   event::async wake;
+  ::sigset_t blocked{};
+  ::sigset_t previous{};
+  int descriptor = -1;
+  event::io queued;
 };
 
 server_runtime::server_runtime(unsigned threads) : signals_(std::make_unique<signals>()) {
