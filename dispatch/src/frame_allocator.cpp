@@ -1,8 +1,12 @@
 #include "cyan/dispatch/detail/frame_allocator.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
+
+#include "cyan/common/cache_line.h"
 
 namespace cyan::dispatch::detail {
 
@@ -11,6 +15,12 @@ namespace {
 
 using free_block = frame_cache::free_block;
 constexpr std::size_t kSlabBytes = 64 * 1024;
+constexpr std::align_val_t kSlabAlignment{ cache_line_size };
+
+struct slab_delete {
+  void operator()(std::byte* slab) const noexcept { ::operator delete(slab, kSlabAlignment); }
+};
+using slab_ptr = std::unique_ptr<std::byte, slab_delete>;
 
 std::size_t block_size(std::size_t c) noexcept {
   return (c + 1) * frame_cache::kGranule;
@@ -28,7 +38,7 @@ struct batch {
 struct global_pool {
   std::mutex mutex;
   std::vector<batch> batches[frame_cache::kClasses];
-  std::vector<std::unique_ptr<std::byte[]>> slabs;
+  std::vector<slab_ptr> slabs;
 };
 
 global_pool& pool() {
@@ -90,8 +100,11 @@ void refill(std::size_t c) {
     return;
   }
   const std::size_t size = block_size(c);
-  g.slabs.reserve(g.slabs.size() + 1);
-  auto slab = std::make_unique_for_overwrite<std::byte[]>(kSlabBytes);  // may throw
+  if (g.slabs.size() == g.slabs.capacity()) {
+    g.slabs.reserve(std::max<std::size_t>(16, 2 * g.slabs.size()));  // may throw
+  }
+  // Cache-line aligned, so a 64-byte block (an awaitable task's state) is one line.
+  slab_ptr slab(static_cast<std::byte*>(::operator new(kSlabBytes, kSlabAlignment)));  // may throw
   std::byte* base = slab.get();
   g.slabs.push_back(std::move(slab));
   const std::size_t blocks = kSlabBytes / size;

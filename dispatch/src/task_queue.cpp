@@ -54,8 +54,9 @@ task_queue::~task_queue() {
   }
   // relaxed: no other thread uses the queue any more.
   delete head_.value.current.load(std::memory_order_relaxed);
-  for (std::atomic<block*>& spare : spares_.slots) {
-    delete spare.load(std::memory_order_relaxed);
+  while (block* spare = spares_.first) {
+    spares_.first = spare->next.load(std::memory_order_relaxed);
+    delete spare;
   }
 }
 
@@ -219,30 +220,30 @@ bool task_queue::empty() const noexcept {
 }
 
 task_queue::block* task_queue::new_block() {
-  for (std::atomic<block*>& spare : spares_.slots) {
-    // relaxed: a look; the exchange decides. acquire: pairs with the release CAS in recycle(),
-    // which reset the block first.
-    if (spare.load(std::memory_order_relaxed) != nullptr) {
-      if (block* reused = spare.exchange(nullptr, std::memory_order_acquire)) {
-        return reused;
-      }
+  {
+    const std::lock_guard lock(spares_.mutex);
+    if (block* reused = spares_.first) {
+      // relaxed: the mutex orders this with recycle(), which reset the block first.
+      spares_.first = reused->next.load(std::memory_order_relaxed);
+      --spares_.count;
+      reused->next.store(nullptr, std::memory_order_relaxed);
+      return reused;
     }
   }
   return new block;
 }
 
 void task_queue::recycle(block* b) noexcept {
-  // relaxed: the block is private to this thread until the release CAS below.
-  b->next.store(nullptr, std::memory_order_relaxed);
+  // relaxed: the block is private to this thread until the mutex publishes it.
   for (slot& s : b->slots) {
     s.state.store(0, std::memory_order_relaxed);
   }
-  for (std::atomic<block*>& spare : spares_.slots) {
-    block* empty = nullptr;
-    // release: pairs with the acquire exchange in new_block().
-    if (spare.load(std::memory_order_relaxed) == nullptr &&
-        spare.compare_exchange_strong(empty, b, std::memory_order_release,
-                                      std::memory_order_relaxed)) {
+  {
+    const std::lock_guard lock(spares_.mutex);
+    if (spares_.count < kSpareBlocks) {
+      b->next.store(spares_.first, std::memory_order_relaxed);
+      spares_.first = b;
+      ++spares_.count;
       return;
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/handler_thread.h"
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
@@ -135,12 +136,16 @@ TEST(future, a_long_get_sleeps_instead_of_spinning) {
                         << " ms of CPU while waiting 300 ms";
 }
 
-TEST(future, an_awaitable_task_is_one_allocation_and_waiting_when_ready_is_none) {
+// The block comes from the frame pool (ASan builds: operator new); the first package() of a
+// closure of this size on this thread fills the thread's free list for the size.
+TEST(future, an_awaitable_task_is_one_pooled_block_and_waiting_when_ready_allocates_nothing) {
+  const auto make = [] { return package([a = 1L, b = 2L, c = 3L] { return a + b + c; }); };
+  make().second();
   cyan::test::start_counting_allocations();
-  auto [result, job] = package([a = 1L, b = 2L, c = 3L] { return a + b + c; });
+  auto [result, job] = make();
   cyan::unique_function<void()> posted(std::move(job));  // what an executor stores
   int allocations = cyan::test::stop_counting_allocations();
-  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(allocations, CYAN_FRAME_POOL ? 0 : 1);
   cyan::test::start_counting_allocations();
   posted();
   result.wait();

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_counter.h"
 #include "support/lifecycle.h"
 #include "support/stress_env.h"
 
@@ -35,6 +36,35 @@ TEST(task_queue, is_fifo_across_many_blocks) {
   for (int i = 0; i < 1000; ++i) {
     ASSERT_EQ(ran[i], i);
   }
+}
+
+// A backlog of 40 blocks, drained, then built again: the second one reuses the first one's blocks
+// instead of taking new ones from malloc (which would give the memory back to the system, and
+// the next backlog would fault every page in again).
+TEST(task_queue, a_drained_backlog_keeps_its_blocks_for_the_next) {
+  constexpr int kTasks = 40 * 255;  // 255 tasks per block
+  task_queue queue;
+  int ran = 0;
+  const auto fill = [&] {
+    for (int i = 0; i < kTasks; ++i) {
+      ASSERT_TRUE(queue.try_push([&ran] { ++ran; }));
+    }
+  };
+  const auto drain = [&] {
+    task_queue::task t;
+    while (queue.try_pop(t)) {
+      t();
+    }
+  };
+  fill();
+  drain();
+  cyan::test::start_counting_allocations();
+  fill();
+  const int allocations = cyan::test::stop_counting_allocations();
+  drain();
+  EXPECT_EQ(allocations, 0);
+  EXPECT_EQ(ran, 2 * kTasks);
+  EXPECT_TRUE(queue.empty());
 }
 
 // Expect `more` true exactly while tasks are left behind the one popped (within one block).

@@ -24,6 +24,25 @@ void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 
+// Over-aligned types (cache-line aligned blocks, for instance) come here.
+void* operator new(std::size_t size, std::align_val_t alignment) {
+  if (counting) {
+    ++allocations;
+  }
+  const auto align = static_cast<std::size_t>(alignment);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  if (void* p = std::aligned_alloc(align, (size + align - 1) / align * align)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
 namespace cyan::test {
 
 void start_counting_allocations() noexcept {

@@ -1,7 +1,7 @@
 #pragma once
 
-// Counts the calling thread's calls to the global operator new (replaced in
-// allocation_counter.cpp), so a test can prove how many allocations an operation makes.
+// Counts the calling thread's calls to the global operator new, plain and over-aligned (replaced
+// in allocation_counter.cpp), so a test can prove how many allocations an operation makes.
 
 namespace cyan::test {
 

@@ -44,7 +44,7 @@ void async(F&& f, std::chrono::duration<Rep, Period> delay) {
 }
 
 /// Runs `f()` on the global pool and returns the future of its result (or of what it threw).
-/// One allocation. Throws like async(f).
+/// One block from the frame pool (no malloc once warmed up). Throws like async(f).
 template <typename F>
 requires std::invocable<std::decay_t<F>>
 [[nodiscard]] auto async_awaitable(F&& f) -> future<detail::task_result_t<F>> {

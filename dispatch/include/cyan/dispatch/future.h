@@ -20,7 +20,8 @@ namespace cyan::dispatch {
 /// handler_thread::post_awaitable): get() it, wait for it, or co_await it from a coroutine.
 ///
 /// Like std::future it is move-only and owned by one thread at a time; the task completing it
-/// may run on any thread. The task and its shared state are one heap block; waiting for a result
+/// may run on any thread. The task and its shared state are one block (from the frame pool, see
+/// detail/frame_allocator.h: recycled, not malloc'd, once warmed up); waiting for a result
 /// that is already there costs no allocation and no syscall. A task that never runs (discarded
 /// by a stop, or delayed past its executor's stop) completes the future with task_cancelled.
 /// A future converts implicitly to std::future<T> (which costs one more allocation), so code

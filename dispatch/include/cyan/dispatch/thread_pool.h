@@ -87,7 +87,8 @@ class thread_pool : noncopyable {
   }
 
   /// Runs `f()` on some worker and returns the future of its result (or of what it threw;
-  /// task_cancelled when it never runs). One allocation. Throws like post().
+  /// task_cancelled when it never runs). One block from the frame pool (no malloc once warmed
+  /// up). Throws like post().
   template <typename F>
   requires std::invocable<std::decay_t<F>>
   [[nodiscard]] auto post_awaitable(F&& f) -> future<detail::task_result_t<F>> {

@@ -1,8 +1,8 @@
 #pragma once
 
-// Memory for cyan's coroutine frames and spawn states: size classes of 64 bytes up to 1 KiB,
-// carved from 64 KiB slabs, recycled through per-thread free lists (no lock, no atomic) that
-// overflow into, and refill from, one global list per class (a mutex, per batch). So a loop of
+// Memory for cyan's coroutine frames, spawn states and awaitable tasks: size classes of 64 bytes up
+// to 1 KiB, carved from 64 KiB slabs, recycled through per-thread free lists (no lock, no atomic)
+// that overflow into, and refill from, one global list per class (a mutex, per batch). So a loop of
 // awaits of short-lived child tasks, or 100,000 tasks that live at once, costs a pointer pop
 // and push per frame instead of malloc and free, whichever thread frees what another
 // allocated. The slabs are kept for the life of the process: the memory held is the peak of

@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "cyan/common/noncopyable.h"
+#include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/errors.h"
 
 struct timespec;
@@ -204,8 +205,11 @@ class shared_state : public state_core {
 /// ready, so whatever it captured is released by the time get() returns. What the closure's
 /// destructor throws (a capture whose destructor is noexcept(false)) becomes the future's
 /// result, in place of the value, the task's exception or task_cancelled.
+/// The block comes from the frame allocator (as coroutine frames and spawn states do): a
+/// stream of awaitable tasks recycles the same memory through per-thread free lists instead of
+/// going through malloc, which hands freed memory back to the system and faults it in again.
 template <typename T, typename F>
-class task_state final : public shared_state<T> {
+class task_state final : public shared_state<T>, public frame_allocated {
  public:
   template <typename G>
   explicit task_state(G&& function) : function_(std::forward<G>(function)) {}
@@ -282,7 +286,7 @@ struct future_access {
   }
 };
 
-/// Wraps `f` into an awaitable task with one allocation: returns the future and the job to post.
+/// Wraps `f` into an awaitable task, one block: returns the future and the job to post.
 /// Throws std::bad_alloc, or whatever copying/moving `f` throws. [any thread]
 template <typename F>
 auto package(F&& f) {

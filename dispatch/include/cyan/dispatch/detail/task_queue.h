@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
@@ -26,6 +27,9 @@ namespace cyan::dispatch::detail {
 /// element; a pool moves millions of tiny tasks, and here a task costs one uncontended CAS to
 /// post, with one block allocation per kBlockSlots tasks (none in steady state: freed blocks
 /// are kept as spares).
+///
+/// Spent blocks are kept for reuse (see spares_): the only lock, taken once per kBlockSlots
+/// tasks where a new block would otherwise come from malloc.
 ///
 /// Every member except construction and destruction may be called from any thread at once.
 class task_queue : noncopyable {
@@ -108,11 +112,17 @@ class task_queue : noncopyable {
   cache_padded<position> head_;
   // Written by producers.
   cache_padded<position> tail_;
-  // Freed blocks kept for producers that need one (memory held when idle: at most
-  // kSpareBlocks blocks beyond the current one).
-  static constexpr std::size_t kSpareBlocks = 8;
+  // Freed blocks kept for producers that need one, up to kSpareBlocks (memory held when idle:
+  // at most that many blocks beyond the current one). A burst of posts that runs ahead of the
+  // workers needs a block per kBlockSlots tasks of backlog; handing them back to malloc lets it
+  // return the memory to the system, and the next burst faults every page in again, which
+  // costs more than running the tasks (docs/bench/notes.md). A block is taken or given back
+  // once per kBlockSlots tasks, so a mutex here costs nothing measurable.
+  static constexpr std::size_t kSpareBlocks = 1024;
   struct alignas(cache_line_size) spare_blocks {
-    std::atomic<block*> slots[kSpareBlocks] = {};
+    std::mutex mutex;
+    block* first = nullptr;  // linked through block::next; guarded by mutex
+    std::size_t count = 0;   // guarded by mutex
   } spares_;
 };
 
