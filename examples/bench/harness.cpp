@@ -68,6 +68,13 @@ void suite::add_unchecked(std::string arm, std::function<sample()> run) {
 }
 
 bool suite::run() {
+  if (warm_up_) {
+    for (arm_state& arm : arms_) {
+      std::fprintf(stderr, "  [%s/%s] warm-up: %-36s\r", benchmark_.c_str(), workload_.c_str(),
+                   arm.name.c_str());
+      (void)arm.run();
+    }
+  }
   const int reps = repetitions();
   for (int rep = 0; rep < reps; ++rep) {
     for (std::size_t i = 0; i < arms_.size(); ++i) {
@@ -104,8 +111,9 @@ double suite::spread(const std::string& arm) const {
 
 void suite::print_table() const {
   std::printf(
-      "\n%s — %s (%zu reps, median [min–max], spread = max/min; '!' marks a spread > %.1f)\n",
-      benchmark_.c_str(), workload_.c_str(), arms_.front().samples.size(), kMaxSpread);
+      "\n%s — %s (%zu reps%s, median [min–max], spread = max/min; '!' marks a spread > %.1f)\n",
+      benchmark_.c_str(), workload_.c_str(), arms_.front().samples.size(),
+      warm_up_ ? " after one untimed warm-up run of each arm" : "", kMaxSpread);
   const double reference = median(arms_.front().name);
   for (const arm_state& arm : arms_) {
     const std::vector<double> seconds = seconds_of(arm.samples);

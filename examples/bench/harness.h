@@ -50,6 +50,12 @@ class suite {
   /// kind, e.g. a serial floor that has nothing to count); its checksum is still printed.
   void add_unchecked(std::string arm, std::function<sample()> run);
 
+  /// Makes run() start with one untimed run of every arm, in the same alternation, whose sample
+  /// is not kept: for workloads whose first run pays one-time costs (memory an allocator keeps
+  /// from then on, a runtime's threads), which would otherwise land in one arm's first sample.
+  /// The table says so.
+  void warm_up_each_arm() { warm_up_ = true; }
+
   /// Runs every arm `repetitions()` times, alternating the arms (rotating which goes first),
   /// printing progress on stderr, then prints the table. Returns false when checksums differ.
   bool run();
@@ -90,6 +96,7 @@ class suite {
   std::string benchmark_;
   std::string workload_;
   std::vector<arm_state> arms_;
+  bool warm_up_ = false;
 };
 
 /// Exit status for a benchmark program: 0 when every suite's checks passed.
