@@ -351,8 +351,9 @@ TEST(thread_pool, posting_allocates_nothing_for_a_small_closure_or_a_warm_awaita
 // A burst of awaitables that runs ahead of the workers, again and again (the factorial
 // benchmark's pattern): once the first bursts have grown the frame pool, a burst takes every
 // state from it — none from malloc, which would hand the memory back to the system between
-// bursts and fault it in again. Tolerance: the pool's bookkeeping (its list of slabs) may still
-// grow once or twice while blocks settle between the threads' free lists.
+// bursts and fault it in again. Tolerance: each worker may still hold up to kFramesKept freed
+// blocks in its own list (handed back only when it overflows), so a burst may take a few new
+// slabs of 1,024 blocks, and the pool's list of slabs may grow once.
 TEST(thread_pool, bursts_of_awaitables_reuse_their_states) {
   if (!CYAN_FRAME_POOL) {
     GTEST_SKIP() << "sanitizer builds allocate every block with operator new";
@@ -383,7 +384,8 @@ TEST(thread_pool, bursts_of_awaitables_reuse_their_states) {
   const long long sum = burst();
   const int allocations = cyan::test::stop_counting_allocations();
   EXPECT_EQ(sum, expected);
-  EXPECT_LE(allocations, 2) << "a burst of " << kBurst << " awaitables called operator new "
+  const int tolerance = static_cast<int>(2 * cyan::dispatch::detail::kFramesKept / 1024 + 1);
+  EXPECT_LE(allocations, tolerance) << "a burst of " << kBurst << " awaitables called operator new "
                             << allocations << " times";
   pool.stop();
   pool.join();
