@@ -385,8 +385,8 @@ TEST(thread_pool, bursts_of_awaitables_reuse_their_states) {
   const int allocations = cyan::test::stop_counting_allocations();
   EXPECT_EQ(sum, expected);
   const int tolerance = static_cast<int>(2 * cyan::dispatch::detail::kFramesKept / 1024 + 1);
-  EXPECT_LE(allocations, tolerance) << "a burst of " << kBurst << " awaitables called operator new "
-                            << allocations << " times";
+  EXPECT_LE(allocations, tolerance)
+      << "a burst of " << kBurst << " awaitables called operator new " << allocations << " times";
   pool.stop();
   pool.join();
 }
