@@ -26,10 +26,7 @@ namespace cyan::dispatch::detail {
 /// Why not lockfree::queue: that Michael–Scott queue pays hazard pointers and a node per
 /// element; a pool moves millions of tiny tasks, and here a task costs one uncontended CAS to
 /// post, with one block allocation per kBlockSlots tasks (none in steady state: freed blocks
-/// are kept as spares).
-///
-/// Spent blocks are kept for reuse (see spares_): the only lock, taken once per kBlockSlots
-/// tasks where a new block would otherwise come from malloc.
+/// are kept as spares, behind the queue's only lock, taken once per kBlockSlots tasks).
 ///
 /// Every member except construction and destruction may be called from any thread at once.
 class task_queue : noncopyable {
@@ -88,9 +85,9 @@ class task_queue : noncopyable {
   static constexpr std::size_t kClosed = 2;
   // Positions per block; the last one never holds a task: a tail or head there means "the next
   // block is being installed".
-  // 255 tasks (20 KiB) per block: one allocation per 255 posts at most, which matters because
-  // blocks are allocated by producers and freed by consumers (a cross-thread free, which
-  // glibc's malloc serialises on its arena lock for blocks this size).
+  // 255 tasks (32 KiB: a slot is two cache lines) per block: one allocation per 255 posts at
+  // most, which matters because blocks are allocated by producers and freed by consumers (a
+  // cross-thread free, which glibc's malloc serialises on its arena lock for blocks this size).
   static constexpr std::size_t kLap = 256;
   static constexpr std::size_t kBlockSlots = kLap - 1;
 
@@ -116,8 +113,7 @@ class task_queue : noncopyable {
   // at most that many blocks beyond the current one). A burst of posts that runs ahead of the
   // workers needs a block per kBlockSlots tasks of backlog; handing them back to malloc lets it
   // return the memory to the system, and the next burst faults every page in again, which
-  // costs more than running the tasks (docs/bench/notes.md). A block is taken or given back
-  // once per kBlockSlots tasks, so a mutex here costs nothing measurable.
+  // costs more than running the tasks (docs/bench/notes.md).
   static constexpr std::size_t kSpareBlocks = 1024;
   struct alignas(cache_line_size) spare_blocks {
     std::mutex mutex;
