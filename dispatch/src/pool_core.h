@@ -49,11 +49,24 @@ class pool_core : noncopyable {
   void report_error(std::exception_ptr error) noexcept { report(std::move(error)); }
 
  private:
+  // Most tasks one claim takes from the shared queue (see "Batches" in thread_pool.cpp).
+  static constexpr std::size_t kMaxClaim = 16;
+
   // One per worker: its hook into the shared queue and its idle flag.
   struct alignas(cache_line_size) worker_state final : idle_hook {
     std::size_t run_elsewhere(handler_thread& worker) noexcept override;
     bool has_work(handler_thread& worker) noexcept override;
     executor_ref home() noexcept override;
+
+    // The tasks of a batch claim beyond the one the worker runs first (see "Batches" in
+    // thread_pool.cpp): [begin, end) of local. The worker takes from the front, idle workers
+    // steal from the back; both under local_mutex.
+    std::mutex local_mutex;
+    task local[kMaxClaim];
+    std::size_t begin = 0;  // guarded by local_mutex
+    std::size_t end = 0;    // guarded by local_mutex
+    // end - begin, written under local_mutex; read without it by whoever looks for work.
+    std::atomic<std::size_t> local_count{ 0 };
 
     pool_core* core = nullptr;
     // Set by the worker when it found no work and may sleep; cleared by whoever claims it:
@@ -82,6 +95,11 @@ class pool_core : noncopyable {
 
   std::size_t run_batch(worker_state& self) noexcept;
   std::size_t run_available(worker_state& self) noexcept;
+  [[nodiscard]] bool take_next(worker_state& self, task& out) noexcept;
+  [[nodiscard]] static bool take_local(worker_state& state, task& out, bool from_back) noexcept;
+  [[nodiscard]] bool claim(worker_state& self, task& out) noexcept;
+  [[nodiscard]] bool steal(worker_state& self, task& out) noexcept;
+  [[nodiscard]] bool any_local() const noexcept;
   void run_one(task& t) noexcept;
   [[nodiscard]] bool spin_for_work() noexcept;
   [[nodiscard]] bool poll_queue() const noexcept;

@@ -133,7 +133,8 @@ bool task_queue::close_if_empty() noexcept {
   }
 }
 
-bool task_queue::try_pop(task& out, bool* more, tail_hint* hint) noexcept {
+std::size_t task_queue::try_pop_many(task* out, std::size_t max, std::size_t share, bool* more,
+                                     tail_hint* hint) noexcept {
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);
@@ -146,43 +147,46 @@ bool task_queue::try_pop(task& out, bool* more, tail_hint* hint) noexcept {
       continue;
     }
     std::size_t has_next = head & kHasNext;
-    bool left_behind = true;
+    // Tasks this claim may see in the head block: the whole rest of it once it has a successor.
+    std::size_t available = kBlockSlots - offset;
     if (has_next == 0) {
-      // The hint suffices when it shows this task and one more (so `more` is true without a
-      // look at the tail); otherwise read the tail. seq_cst: see empty().
+      // The hint suffices when it shows more than a claim could take (so `more` is true without
+      // a look at the tail); otherwise read the tail. seq_cst: see empty().
       std::size_t tail = hint != nullptr ? hint->tail : 0;
-      if ((tail >> kShift) < (head >> kShift) + 2) {
+      if ((tail >> kShift) < (head >> kShift) + max * share + 1) {
         tail = tail_.value.index.load(std::memory_order_seq_cst);
         if (hint != nullptr) {
           hint->tail = tail;
         }
       }
-      const std::size_t available = (tail >> kShift) - (head >> kShift);
-      if (available == 0) {
-        return false;
-      }
       if ((head >> kShift) / kLap != (tail >> kShift) / kLap) {
         has_next = kHasNext;
       } else {
-        left_behind = available > 1;
+        available = (tail >> kShift) - (head >> kShift);
+        if (available == 0) {
+          return 0;
+        }
       }
     }
-    const std::size_t new_head = (((head >> kShift) + 1) << kShift) | has_next;
+    const std::size_t claimed = std::clamp<std::size_t>(available / share, 1, max);
+    const std::size_t new_head = (((head >> kShift) + claimed) << kShift) | has_next;
     if (head_.value.index.compare_exchange_weak(head, new_head, std::memory_order_seq_cst,
                                                 std::memory_order_acquire)) {
-      take(current, offset, new_head, out);
-      if (more != nullptr) {
-        *more = left_behind;
+      for (std::size_t i = 0; i < claimed; ++i) {
+        take(current, offset + i, new_head, out[i]);
       }
-      return true;
+      if (more != nullptr) {
+        *more = has_next != 0 || available > claimed;
+      }
+      return claimed;
     }
     current = head_.value.current.load(std::memory_order_acquire);
   }
 }
 
-// After a consumer claimed slot `offset` of `current` (head now `new_head`): moves head to the
-// next block if it claimed the last slot, moves the task out, and marks the slot read, taking
-// part in the block's destruction.
+// After a consumer claimed slot `offset` of `current` (head now `new_head`, past the claim):
+// moves head to the next block if it claimed the last slot, moves the task out, and marks the
+// slot read, taking part in the block's destruction.
 void task_queue::take(block* current, std::size_t offset, std::size_t new_head,
                       task& out) noexcept {
   const bool last = offset + 1 == kBlockSlots;

@@ -14,10 +14,11 @@
 // A worker's round. A pool worker is a handler_thread whose idle_hook is its worker_state; its
 // round (see handler_thread_runtime.cpp) calls run_elsewhere() when its own inbox is empty:
 //   1. reclaim:    clear its own idle flag, if a producer has not already;
-//   2. run:        take tasks from the shared queue one at a time (a task a worker has taken is
-//                  one it runs next: nothing queued is ever held back from an idle worker), at
-//                  most kBatch before it looks at its inbox and loop again; a take that leaves
-//                  tasks behind while no worker spins wakes an idle worker for them;
+//   2. run:        take tasks: the rest of its own claim, else a claim from the shared queue (one
+//                  task, or a batch from a backlog: see "Batches"), else one stolen from another
+//                  worker's claim; at most kBatch before it looks at its inbox and loop again,
+//                  plus what is left of its claim; a take that leaves tasks behind while no
+//                  worker spins wakes an idle worker for them;
 //   3. spin:       when the queue is empty, poll it for up to kSpin, if fewer than
 //                  max_spinners_ workers already do;
 //   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
@@ -34,6 +35,24 @@
 // behind. With no idle worker there is nobody to wake: each worker looks at the queue again
 // before it sleeps (see "Sleep").
 //
+// Batches. When several workers take from one queue on different CPUs, a claim per task makes
+// them take turns on the head's cache line for every task. So a worker that sees a backlog
+// claims up to kMaxClaim tasks at once, at most one in 2 × workers of the tasks it sees (the
+// rest stays for the others), with one claim. Those beyond the first wait in its local array,
+// which it empties before it leaves run_available(): a worker that goes back to its inbox, or
+// that a stop reaches, holds none. An idle worker steals from the back of another's array, and
+// has_work() looks at every array, so a claimed task never waits behind a busy worker while
+// another is idle; a claim that leaves tasks in the array wakes an idle worker as a take that
+// leaves tasks in the queue does.
+//
+// Sleep. A worker marks itself idle (its flag, then sleepers_, seq_cst) and then asks
+// has_work(): its flag, the queue and every worker's local_count, seq_cst. A producer first
+// makes its work visible (a push's seq_cst claim, a seq_cst store of local_count), then reads
+// sleepers_ and claims an idle worker's flag (seq_cst). In the total order of these, either the
+// producer reads after the mark, sees the worker idle and wakes it, or the worker's has_work()
+// comes after the producer's publication and sees the work. handler_thread's own announcement
+// then guards the sleep itself (see idle_hook.h).
+//
 // Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
 // thread pushes it onto the shared queue like a post, so any free worker runs it.
 //
@@ -47,12 +66,12 @@
 // spawned_ from before their first post until they finished or were destroyed (their
 // resumptions are hand-overs; a discard abandons them, so they are destroyed at their next
 // resumption). The pool is drained when, read in this order, serial_posting_ == 0,
-// delayed_pending_ == 0, spawned_ is empty, tracker_ is released and the queue is empty; then close_if_empty() closes it (atomically with the emptiness check, so a token
-// hand-over or a due delayed task, the pushes allowed after the seal, is either queued first or
-// refused) and the workers are told to stop, once. Whoever may change one of those conditions
-// calls try_finish(): stop() itself, a worker that found the queue empty, a token post or a
-// delayed task as it leaves, and the tracker when it is released (a hand-over releases it only
-// after its push).
+// delayed_pending_ == 0, spawned_ is empty, tracker_ is released and the queue is empty; then
+// close_if_empty() closes it (atomically with the emptiness check, so a token hand-over or a due
+// delayed task, the pushes allowed after the seal, is either queued first or refused) and the
+// workers are told to stop, once. Whoever may change one of those conditions calls try_finish():
+// stop() itself, a worker that found the queue empty, a token post or a delayed task as it leaves,
+// and the tracker when it is released (a hand-over releases it only after its push).
 
 namespace cyan::dispatch {
 namespace detail {
@@ -219,7 +238,7 @@ executor_ref pool_core::worker_state::home() noexcept {
 
 bool pool_core::worker_state::has_work(handler_thread&) noexcept {
   // seq_cst: see "Sleep". A flag cleared by a producer means "look again".
-  return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty();
+  return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty() || core->any_local();
 }
 
 // Steps 1-4 of a worker's round (see "A worker's round").
@@ -238,18 +257,90 @@ std::size_t pool_core::run_batch(worker_state& self) noexcept {
   return ran;
 }
 
+// Step 2 of a worker's round. Its own claimed tasks go first and are all run before it returns
+// (see "Batches"), even past kBatch.
 std::size_t pool_core::run_available(worker_state& self) noexcept {
   task next;
-  bool more = false;
   std::size_t ran = 0;
-  while (ran < kBatch && queue_.try_pop(next, &more, &self.tail)) {
-    if (more) {
-      wake_unless_spinning();  // the tasks left behind need a worker too (see "Spinning")
-    }
+  while (ran < kBatch && take_next(self, next)) {
+    run_one(next);
+    ++ran;
+  }
+  while (take_local(self, next, false)) {
     run_one(next);
     ++ran;
   }
   return ran;
+}
+
+// The next task for `self`: the rest of its own claim, a claim from the shared queue, or one
+// stolen from another worker's claim.
+bool pool_core::take_next(worker_state& self, task& out) noexcept {
+  return take_local(self, out, false) || claim(self, out) || steal(self, out);
+}
+
+bool pool_core::take_local(worker_state& state, task& out, bool from_back) noexcept {
+  // relaxed: a hint; the mutex decides.
+  if (state.local_count.load(std::memory_order_relaxed) == 0) {
+    return false;
+  }
+  const std::lock_guard lock(state.local_mutex);
+  if (state.begin == state.end) {
+    return false;
+  }
+  out = std::move(state.local[from_back ? --state.end : state.begin++]);
+  // seq_cst: see "Sleep" (has_work() reads it).
+  state.local_count.store(state.end - state.begin, std::memory_order_seq_cst);
+  return true;
+}
+
+// Takes one task, or a batch from a backlog (see "Batches"): the first goes to `out`, the rest
+// to self.local, where an idle worker can steal them.
+bool pool_core::claim(worker_state& self, task& out) noexcept {
+  task batch[kMaxClaim];
+  bool more = false;
+  const std::size_t share = 2 * workers_.size();
+  const std::size_t n = queue_.try_pop_many(batch, kMaxClaim, share, &more, &self.tail);
+  if (n == 0) {
+    return false;
+  }
+  out = std::move(batch[0]);
+  if (n > 1) {
+    const std::lock_guard lock(self.local_mutex);
+    for (std::size_t i = 1; i < n; ++i) {
+      self.local[i - 1] = std::move(batch[i]);
+    }
+    self.begin = 0;
+    self.end = n - 1;
+    // seq_cst: published before the look at the sleepers in wake_unless_spinning() (see "Sleep").
+    self.local_count.store(n - 1, std::memory_order_seq_cst);
+  }
+  if (more || n > 1) {
+    wake_unless_spinning();  // the tasks left behind need a worker too (see "Spinning")
+  }
+  return true;
+}
+
+// Takes the last task of another worker's claim: that worker is busy with an earlier one.
+bool pool_core::steal(worker_state& self, task& out) noexcept {
+  const std::size_t count = workers_.size();
+  const auto first = static_cast<std::size_t>(&self - states_.get());
+  for (std::size_t k = 1; k < count; ++k) {
+    if (take_local(states_[(first + k) % count], out, true)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool pool_core::any_local() const noexcept {
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    // seq_cst: see "Sleep".
+    if (states_[i].local_count.load(std::memory_order_seq_cst) != 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void pool_core::run_one(task& t) noexcept {
@@ -293,7 +384,7 @@ bool pool_core::poll_queue() const noexcept {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   unsigned pauses = kMinPauses;
   for (unsigned look = 1;; ++look) {
-    if (!queue_.empty()) {
+    if (!queue_.empty() || any_local()) {
       return true;
     }
     for (unsigned pause = 0; pause < pauses; ++pause) {
@@ -371,8 +462,7 @@ void pool_core::try_finish() noexcept {
   // In this order (see "Stop").
   if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 ||
       delayed_pending_.value.load(std::memory_order_seq_cst) != 0 || !spawned_.empty() ||
-      !tracker_.released() ||
-      !queue_.close_if_empty()) {
+      !tracker_.released() || !queue_.close_if_empty()) {
     return;
   }
   if (finished_.exchange(true, std::memory_order_seq_cst)) {

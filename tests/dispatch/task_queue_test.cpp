@@ -67,6 +67,46 @@ TEST(task_queue, a_drained_backlog_keeps_its_blocks_for_the_next) {
   EXPECT_TRUE(queue.empty());
 }
 
+// Expect: a claim takes one in `share` of the tasks it sees (at least one, at most `max`), in
+// order, never past the head block's end (255 slots), and says whether it left tasks behind.
+TEST(task_queue, a_batch_claim_takes_a_share_of_the_backlog_in_order) {
+  task_queue queue;
+  std::vector<int> ran;
+  for (int i = 0; i < 300; ++i) {  // slots 0..254 in the first block, 255..299 in the second
+    ASSERT_TRUE(queue.try_push([&ran, i] { ran.push_back(i); }));
+  }
+  task_queue::task batch[16];
+  const auto claim = [&](std::size_t max, std::size_t share, bool expect_more) {
+    bool more = !expect_more;
+    const std::size_t n = queue.try_pop_many(batch, max, share, &more);
+    EXPECT_EQ(more, expect_more);
+    for (std::size_t i = 0; i < n; ++i) {
+      batch[i]();
+      batch[i] = nullptr;
+    }
+    return n;
+  };
+  EXPECT_EQ(claim(16, 4, true), 16u);  // the first block: 255 seen, 63 would be a share
+  task_queue::task single;
+  for (int i = 16; i < 250; ++i) {
+    ASSERT_TRUE(queue.try_pop(single));
+    single();
+  }
+  EXPECT_EQ(claim(16, 1, true), 5u);   // only 5 left in the first block
+  EXPECT_EQ(claim(16, 4, true), 11u);  // 45 seen in the second: 45 / 4
+  EXPECT_EQ(claim(16, 4, true), 8u);   // 34 / 4
+  EXPECT_EQ(claim(16, 4, true), 6u);   // 26 / 4
+  EXPECT_EQ(claim(16, 1, true), 16u);  // 20 seen, at most 16
+  EXPECT_EQ(claim(16, 4, true), 1u);   // 4 / 4
+  EXPECT_EQ(claim(16, 4, true), 1u);   // 3 / 4, but at least one
+  EXPECT_EQ(claim(16, 1, false), 2u);  // the last 2
+  EXPECT_EQ(queue.try_pop_many(batch, 16, 1), 0u);
+  ASSERT_EQ(ran.size(), 300u);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(ran[i], i);
+  }
+}
+
 // Expect `more` true exactly while tasks are left behind the one popped (within one block).
 TEST(task_queue, pop_says_whether_tasks_were_left_behind) {
   task_queue queue;

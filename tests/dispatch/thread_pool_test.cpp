@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -467,6 +468,58 @@ TEST(thread_pool, a_free_worker_runs_every_task_while_the_others_are_blocked) {
   }
   EXPECT_TRUE(blocked) << entered.load() << " of " << kWorkers - 1 << " blockers started";
   EXPECT_EQ(done_while_blocked, kTasks);
+}
+
+// Both workers are held until a backlog of 64 tasks is queued, so each then claims a batch of
+// it; the first task waits (up to 5 s) until the other 63 ran. The tasks claimed with it sit
+// in its worker's batch while that worker waits: the other worker must steal them, or the first
+// task times out.
+TEST(thread_pool, tasks_claimed_with_a_blocked_task_are_stolen_by_the_free_worker) {
+  constexpr int kTasks = 64;
+  thread_pool pool(2);
+  std::atomic<std::size_t> entered{ 0 };
+  std::latch release(1);
+  std::vector<future<void>> holders;
+  for (int i = 0; i < 2; ++i) {
+    holders.push_back(pool.post_awaitable([&] {
+      entered.fetch_add(1);
+      release.wait();
+    }));
+  }
+  const bool held = reaches(entered, 2);
+  std::mutex mutex;
+  std::condition_variable others_ran;
+  int others = 0;  // guarded by mutex
+  std::vector<std::atomic<int>> runs(kTasks);
+  std::vector<future<bool>> tasks;
+  tasks.push_back(pool.post_awaitable([&] {
+    runs[0].fetch_add(1);
+    std::unique_lock lock(mutex);
+    return others_ran.wait_for(lock, 5s, [&] { return others == kTasks - 1; });
+  }));
+  for (int i = 1; i < kTasks; ++i) {
+    tasks.push_back(pool.post_awaitable([&, i] {
+      runs[i].fetch_add(1);
+      {
+        const std::lock_guard lock(mutex);
+        ++others;
+      }
+      others_ran.notify_all();
+      return true;
+    }));
+  }
+  release.count_down();
+  EXPECT_TRUE(held);
+  EXPECT_TRUE(tasks[0].get()) << "the tasks claimed with the first one were not run meanwhile";
+  for (int i = 1; i < kTasks; ++i) {
+    EXPECT_TRUE(tasks[i].get());
+  }
+  for (auto& holder : holders) {
+    holder.get();
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(runs[i].load(), 1) << "task " << i;
+  }
 }
 
 // A delayed task, once due, runs on whichever worker is free, not on one picked at post time.

@@ -69,7 +69,17 @@ class task_queue : noncopyable {
   /// empty. With `more`, also says whether tasks were left behind it: true whenever one pushed
   /// before the call's end was left (it may also be true when none is, e.g. at a block's end).
   /// `hint` (see tail_hint) belongs to the calling consumer. [any thread]
-  [[nodiscard]] bool try_pop(task& out, bool* more = nullptr, tail_hint* hint = nullptr) noexcept;
+  [[nodiscard]] bool try_pop(task& out, bool* more = nullptr, tail_hint* hint = nullptr) noexcept {
+    return try_pop_many(&out, 1, 1, more, hint) != 0;
+  }
+
+  /// Like try_pop(), but claims up to `max` consecutive tasks with one claim when many are
+  /// queued: at most one in `share` of those it sees (at least one), and never past the head
+  /// block's end, so a consumer takes a batch only from a backlog that leaves work for the
+  /// others. Moves them, in order, into out[0..n) and returns n (0: empty; `more` is then left
+  /// as it was). [any thread]
+  [[nodiscard]] std::size_t try_pop_many(task* out, std::size_t max, std::size_t share,
+                                         bool* more = nullptr, tail_hint* hint = nullptr) noexcept;
 
   /// Whether the queue was empty at one moment during the call. seq_cst, so it can close a
   /// store–load (Dekker) handshake with a producer's push. [any thread]
