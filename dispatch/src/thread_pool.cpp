@@ -105,6 +105,7 @@ std::size_t at_least_one(std::size_t threads) {
 
 pool_core::pool_core(std::size_t threads, thread_pool_options opts)
     : max_spinners_(static_cast<std::uint32_t>(std::max<std::size_t>(1, threads / 2))),
+      worker_count_(threads),
       on_error_(std::move(opts.on_error)),
       states_(new worker_state[at_least_one(threads)]) {
   workers_.reserve(threads);
@@ -299,7 +300,7 @@ bool pool_core::take_local(worker_state& state, task& out, bool from_back) noexc
 bool pool_core::claim(worker_state& self, task& out) noexcept {
   task batch[kMaxClaim];
   bool more = false;
-  const std::size_t share = 2 * workers_.size();
+  const std::size_t share = 2 * worker_count_;
   const std::size_t n = queue_.try_pop_many(batch, kMaxClaim, share, &more, &self.tail);
   if (n == 0) {
     return false;
@@ -323,7 +324,7 @@ bool pool_core::claim(worker_state& self, task& out) noexcept {
 
 // Takes the last task of another worker's claim: that worker is busy with an earlier one.
 bool pool_core::steal(worker_state& self, task& out) noexcept {
-  const std::size_t count = workers_.size();
+  const std::size_t count = worker_count_;
   const auto first = static_cast<std::size_t>(&self - states_.get());
   for (std::size_t k = 1; k < count; ++k) {
     if (take_local(states_[(first + k) % count], out, true)) {
@@ -334,7 +335,7 @@ bool pool_core::steal(worker_state& self, task& out) noexcept {
 }
 
 bool pool_core::any_local() const noexcept {
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
+  for (std::size_t i = 0; i < worker_count_; ++i) {
     // seq_cst: see "Sleep".
     if (states_[i].local_count.load(std::memory_order_seq_cst) != 0) {
       return true;
