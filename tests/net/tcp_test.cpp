@@ -1,10 +1,10 @@
 // tcp_socket and tcp_listener over loopback: data integrity, concurrency, partial writes,
 // timeouts, errors, cancellation, destruction, threads, allocation, IPv6 and Unix-domain.
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
-#include <netinet/tcp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,8 +27,8 @@
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
 #include "net/net_support.h"
-#include "support/ipv6.h"
 #include "support/allocation_counter.h"
+#include "support/ipv6.h"
 #include "support/owned_coroutine.h"
 #include "support/sync_wait.h"
 
@@ -43,8 +43,8 @@ using cyan::net::endpoint;
 using cyan::net::tcp_listener;
 using cyan::net::tcp_socket;
 using cyan::test::first_mismatch;
-using cyan::test::run_on;
 using cyan::test::pattern;
+using cyan::test::run_on;
 
 // The errc a std::system_error thrown by `body` carries, or no value when it does not throw.
 template <typename F>
@@ -99,7 +99,6 @@ TEST(tcp, a_mebibyte_echoed_in_100_byte_chunks_keeps_every_byte_in_order) {
   ASSERT_EQ(received.size(), kTotal);
   EXPECT_EQ(first_mismatch(7, received), kTotal);
 }
-
 
 // 50 clients (25 on each of two client threads) against two listeners sharing the port with
 // reuse_port, one per server thread: each client its own pattern, every count exact.
@@ -199,7 +198,8 @@ TEST(tcp, write_all_through_partial_writes_to_a_slow_reader_is_exact) {
     int partial = 0;
     std::size_t at = 0;
     while (at < kTotal / 2) {
-      const std::size_t n = co_await s.write_some(std::span(data).subspan(at, kTotal / 2 - at), 10s);
+      const std::size_t n =
+          co_await s.write_some(std::span(data).subspan(at, kTotal / 2 - at), 10s);
       partial += n < kTotal / 2 - at ? 1 : 0;
       at += n;
     }
@@ -419,7 +419,6 @@ TEST(tcp, an_operation_of_a_stopped_task_fails_at_once) {
   EXPECT_EQ(code, std::errc::operation_canceled);
 }
 
-
 // A coroutine (not a spawned task) suspended in a read is destroyed: its frame's socket is
 // closed (the peer reads end of stream) and its watcher is gone — libev aborts when a watcher
 // is left on a closed descriptor — so the loop goes on serving another read.
@@ -588,10 +587,11 @@ TEST(tcp, a_connection_released_on_one_thread_is_adopted_on_another) {
     tcp_socket connection = co_await listener.accept(5s);
     cyan::net::socket_handle handle = connection.release();
     EXPECT_FALSE(connection.is_open());
-    co_return co_await co_spawn(worker, [&worker, h = std::move(handle)]() mutable -> task<std::size_t> {
-      EXPECT_TRUE(worker.is_current());
-      co_return co_await echo_connection(tcp_socket::adopt(std::move(h)));
-    });
+    co_return co_await co_spawn(
+        worker, [&worker, h = std::move(handle)]() mutable -> task<std::size_t> {
+          EXPECT_TRUE(worker.is_current());
+          co_return co_await echo_connection(tcp_socket::adopt(std::move(h)));
+        });
   });
   const auto text = run_on(client_thread, [&]() -> task<std::string> {
     tcp_socket s = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
@@ -673,7 +673,8 @@ TEST(unix_stream, a_stale_socket_file_is_removed_only_when_asked) {
   const auto plain = error_of([&] { (void)tcp_listener::bind(address); });
   EXPECT_EQ(plain, std::make_error_code(std::errc::address_in_use));
   auto second = tcp_listener::bind(address, { .remove_stale_socket = true });
-  const auto live = error_of([&] { (void)tcp_listener::bind(address, { .remove_stale_socket = true }); });
+  const auto live =
+      error_of([&] { (void)tcp_listener::bind(address, { .remove_stale_socket = true }); });
   EXPECT_EQ(live, std::make_error_code(std::errc::address_in_use));
   EXPECT_TRUE(second.is_open());
 }
@@ -682,7 +683,8 @@ TEST(unix_stream, connect_to_a_missing_socket_file_fails_with_enoent) {
   cyan::test::temp_dir dir;
   handler_thread h;
   const auto code = run_on(h, [&]() -> task<std::error_code> {
-    co_return co_await cyan::test::failure_of(tcp_socket::connect(endpoint::unix_socket(dir.path() + "/none.sock"), 1s));
+    co_return co_await cyan::test::failure_of(
+        tcp_socket::connect(endpoint::unix_socket(dir.path() + "/none.sock"), 1s));
   });
   EXPECT_EQ(code, std::errc::no_such_file_or_directory);
 }
@@ -695,6 +697,5 @@ TEST(tcp, sockets_outside_handler_threads_are_refused_clearly) {
   };
   EXPECT_THROW(run(), std::logic_error);
 }
-
 
 }  // namespace
