@@ -129,8 +129,8 @@ class pool_core : noncopyable {
   // Workers polling the empty queue (see "Spinning" in thread_pool.cpp), at most max_spinners_.
   cache_padded<std::atomic<std::uint32_t>> spinners_;
   std::uint32_t max_spinners_ = 1;
-  // workers_.size() once they all run; workers read this one, as the first start while
-  // workers_ is still being filled.
+  // The number of workers, set before any starts: workers read this, not workers_.size(),
+  // because the first ones run while the constructor is still filling workers_.
   const std::size_t worker_count_;
   // Delayed tasks accepted and neither queued nor destroyed yet (see "Stop").
   cache_padded<std::atomic<std::uint64_t>> delayed_pending_;
