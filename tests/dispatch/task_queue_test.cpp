@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
@@ -23,7 +24,8 @@ TEST(task_queue, is_fifo_across_many_blocks) {
   task_queue queue;
   std::vector<int> ran;
   EXPECT_TRUE(queue.empty());
-  for (int i = 0; i < 1000; ++i) {  // 1000 tasks span 33 blocks of 31 slots
+  constexpr int kTasks = 10'000;  // 40 blocks of 255 slots
+  for (int i = 0; i < kTasks; ++i) {
     ASSERT_TRUE(queue.try_push([&ran, i] { ran.push_back(i); }));
   }
   EXPECT_FALSE(queue.empty());
@@ -32,8 +34,8 @@ TEST(task_queue, is_fifo_across_many_blocks) {
     t();
   }
   EXPECT_TRUE(queue.empty());
-  ASSERT_EQ(ran.size(), 1000u);
-  for (int i = 0; i < 1000; ++i) {
+  ASSERT_EQ(ran.size(), static_cast<std::size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) {
     ASSERT_EQ(ran[i], i);
   }
 }
