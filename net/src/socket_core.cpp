@@ -276,7 +276,12 @@ void io_wait::start_waiting() {
   core_->wait(*this, direction_);
   if (timeout_ != kNoTimeout) {
     event::timer_wheel* wheel = dispatch::detail::this_thread_sleep_wheel();
-    entry_ = wheel->post(timeout_entry(this), timeout_);
+    // Whole milliseconds (what timeouts usually are) take the wheel's path without a division.
+    using std::chrono::milliseconds;
+    entry_ =
+        timeout_ % milliseconds(1) == timeout_type::zero()
+            ? wheel->post(timeout_entry(this), std::chrono::duration_cast<milliseconds>(timeout_))
+            : wheel->post(timeout_entry(this), timeout_);
     wheel_ = wheel;
   }
   if (owner_ != nullptr && owner_->token.stop_possible()) {

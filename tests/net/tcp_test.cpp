@@ -236,6 +236,38 @@ TEST(tcp, a_read_timeout_expires_and_the_socket_stays_usable) {
   EXPECT_EQ(result, "after");
 }
 
+// Whole-millisecond timeouts take the timer wheel's path without a division; the others keep
+// their nanoseconds. Both expire, never early, and not 10 s late.
+TEST(tcp, read_timeouts_in_whole_and_fractional_milliseconds_expire_on_time) {
+  handler_thread h;
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  const auto waited = run_on(h, [&]() -> task<std::vector<std::chrono::nanoseconds>> {
+    tcp_socket client = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
+    tcp_socket server = co_await listener.accept(5s);
+    std::vector<std::chrono::nanoseconds> result;
+    for (const std::chrono::nanoseconds limit :
+         { std::chrono::nanoseconds(20ms), std::chrono::nanoseconds(20500us),
+           std::chrono::nanoseconds(20'000'001ns) }) {
+      std::byte byte[1];
+      const auto start = cyan::this_thread::get_event_loop()->now();  // see the test above
+      std::error_code timeout;
+      try {
+        co_await server.read_some(byte, limit);
+      } catch (const std::system_error& e) {
+        timeout = e.code();
+      }
+      EXPECT_EQ(timeout, std::errc::timed_out) << limit.count() << " ns";
+      result.push_back(std::chrono::steady_clock::now() - start - limit);
+    }
+    co_return result;
+  });
+  ASSERT_EQ(waited.size(), 3u);
+  for (const auto late : waited) {
+    EXPECT_GE(late, 0ns);
+    EXPECT_LT(late, 10s);
+  }
+}
+
 TEST(tcp, connect_to_a_closed_port_is_refused) {
   handler_thread h;
   endpoint address;
