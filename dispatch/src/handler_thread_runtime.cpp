@@ -138,9 +138,11 @@ void handler_thread_runtime::main() noexcept {
 //   otherwise, with nothing to do:
 //   4. poll:         when the loop (io, a timer) ended the last sleep, the next event is most
 //                    likely the loop's again: one non-blocking turn of the loop instead of a spin
-//                    (poll_loop); while such turns find events, the thread goes on polling — as a
-//                    busy raw libev loop does — without announcing a sleep or reading the clock;
-//                    the first that finds nothing leads to a sleep (5 or 6);
+//                    (poll_after_wake); while such turns find events, the thread goes on polling
+//                    — as a busy raw libev loop does — without announcing a sleep or reading the
+//                    clock; the first that finds nothing leads to a sleep (5 or 6). While the
+//                    first turns after wake-ups keep finding nothing (request/response at light
+//                    load), wake-ups skip them and go to the sleep (detail/wake_poll.h);
 //   4'. spin:        otherwise, look for work for up to the adaptive spin budget, yielding after
 //                    kSpinBeforeYield (spin, yield_and_learn);
 //   5. nap:          announce the sleep without the process-wide fence and block in the loop for
@@ -159,7 +161,7 @@ void handler_thread_runtime::run() {
       loop_woke_ = false;
       after_round(taken);
     } else if (loop_woke_) {
-      if (!poll_loop()) {
+      if (!poll_after_wake()) {
         sleep();
       }
     } else if (!spin()) {
@@ -180,6 +182,20 @@ void handler_thread_runtime::after_round(std::size_t taken) {
   if (clock::now() - last_poll_ >= kLoopPollInterval) {
     poll_loop();
   }
+}
+
+// Step 4: the first turn after a wake-up by the loop only when wake_poll_ says it is worth it
+// (false: sleep), the turns after it while they find events.
+bool handler_thread_runtime::poll_after_wake() {
+  if (!std::exchange(first_poll_after_wake_, false)) {
+    return poll_loop();
+  }
+  if (!wake_poll_.should_poll()) {
+    return false;
+  }
+  const bool found = poll_loop();
+  wake_poll_.polled(found);
+  return found;
 }
 
 // One non-blocking turn of the loop; whether it ran callbacks. The loop's time is the clock
@@ -272,6 +288,7 @@ void handler_thread_runtime::sleep() {
   }
   // A pool worker's wake-up for the pool's queue is a post's, not the loop's.
   loop_woke_ = !nap_expired_ && !inbox_.looks_busy() && !hook_has_work(this);
+  first_poll_after_wake_ = loop_woke_;
   learn_from_sleep(last_poll_ - fell_asleep);
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cyan/dispatch/detail/inbox.h"
+#include "cyan/dispatch/detail/wake_poll.h"
 #include "cyan/dispatch/handler.h"
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/event/async.h"
@@ -86,6 +87,7 @@ class handler_thread_runtime final : public inbox_owner {
   void learn_from_sleep(clock::duration slept) noexcept;
   void after_round(std::size_t taken);
   bool poll_loop();
+  bool poll_after_wake();
   void finish() noexcept;
   void run_due_delayed() noexcept;
   void cancel_delayed() noexcept;
@@ -116,12 +118,14 @@ class handler_thread_runtime final : public inbox_owner {
   unsigned rounds_since_clock_ = 0;
   std::size_t tasks_since_clock_ = 0;
   bool finishing_ = false;
-  bool yield_at_once_ = false;   // the sender seems to share this CPU (see yield_and_learn())
-  bool nap_expired_ = false;     // the last sleep was a nap that ended with nothing to do
-  bool loop_woke_ = false;       // the last sleep (and each poll since) ran the loop's callbacks
-                                 // (io, a timer), not a post: poll before sleeping again
-  clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
-                                 // (see spin() and learn_from_sleep())
+  bool yield_at_once_ = false;  // the sender seems to share this CPU (see yield_and_learn())
+  bool nap_expired_ = false;    // the last sleep was a nap that ended with nothing to do
+  bool loop_woke_ = false;      // the last sleep (and each poll since) ran the loop's callbacks
+                                // (io, a timer), not a post: poll before sleeping again
+  bool first_poll_after_wake_ = false;  // loop_woke_ and no poll made since that sleep
+  wake_poll_policy wake_poll_;          // whether that first poll is worth making
+  clock::duration spin_budget_;         // adapts between kMinSpin and options_.spin_before_sleep
+                                        // (see spin() and learn_from_sleep())
 };
 
 }  // namespace cyan::dispatch::detail
