@@ -142,7 +142,8 @@ void handler_thread_runtime::main() noexcept {
 //                    — as a busy raw libev loop does — without announcing a sleep or reading the
 //                    clock; the first that finds nothing leads to a sleep (5 or 6). While the
 //                    first turns after wake-ups keep finding nothing (request/response at light
-//                    load), wake-ups skip them and go to the sleep (detail/wake_poll.h);
+//                    load), wake-ups skip them and go to the sleep, retrying now and then
+//                    (poll_after_wake, common/detail/adaptive_attempts.h);
 //   4'. spin:        otherwise, look for work for up to the adaptive spin budget, yielding after
 //                    kSpinBeforeYield (spin, yield_and_learn);
 //   5. nap:          announce the sleep without the process-wide fence and block in the loop for
@@ -185,16 +186,19 @@ void handler_thread_runtime::after_round(std::size_t taken) {
 }
 
 // Step 4: the first turn after a wake-up by the loop only when wake_poll_ says it is worth it
-// (false: sleep), the turns after it while they find events.
+// (false: sleep), the turns after it while they find events. On a request/response socket at
+// light load the first turn finds nothing (the reply went out, the next request is a round
+// trip away): one wasted epoll_wait per message, ~1.5 us of CPU here (docs/bench/notes.md).
+// Skipping it is never wrong: the sleep's blocking turn returns at once if events did come.
 bool handler_thread_runtime::poll_after_wake() {
   if (!std::exchange(first_poll_after_wake_, false)) {
     return poll_loop();
   }
-  if (!wake_poll_.should_poll()) {
+  if (!wake_poll_.should_try()) {
     return false;
   }
   const bool found = poll_loop();
-  wake_poll_.polled(found);
+  wake_poll_.record(found);
   return found;
 }
 

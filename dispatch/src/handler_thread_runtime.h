@@ -13,8 +13,8 @@
 #include <optional>
 #include <thread>
 
+#include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/dispatch/detail/inbox.h"
-#include "cyan/dispatch/detail/wake_poll.h"
 #include "cyan/dispatch/handler.h"
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/event/async.h"
@@ -122,10 +122,10 @@ class handler_thread_runtime final : public inbox_owner {
   bool nap_expired_ = false;    // the last sleep was a nap that ended with nothing to do
   bool loop_woke_ = false;      // the last sleep (and each poll since) ran the loop's callbacks
                                 // (io, a timer), not a post: poll before sleeping again
-  bool first_poll_after_wake_ = false;  // loop_woke_ and no poll made since that sleep
-  wake_poll_policy wake_poll_;          // whether that first poll is worth making
-  clock::duration spin_budget_;         // adapts between kMinSpin and options_.spin_before_sleep
-                                        // (see spin() and learn_from_sleep())
+  bool first_poll_after_wake_ = false;         // loop_woke_ and no poll made since that sleep
+  cyan::detail::adaptive_attempts wake_poll_;  // whether that first poll is worth making
+  clock::duration spin_budget_;  // adapts between kMinSpin and options_.spin_before_sleep
+                                 // (see spin() and learn_from_sleep())
 };
 
 }  // namespace cyan::dispatch::detail

@@ -29,12 +29,12 @@
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stop_token>
 #include <system_error>
 
+#include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/event/io.h"
@@ -151,27 +151,9 @@ class socket_core : noncopyable {
   /// unless the last two speculative reads would have blocked; then once after 16 reads that
   /// waited first, and after twice as many each time such a try misses again, up to 256 (see
   /// the top of this file). [its thread]
-  [[nodiscard]] bool speculate_read() noexcept {
-    if (read_misses_ < kMissesToWaitFirst) {
-      return true;
-    }
-    if (++reads_waited_first_ < (1u << retry_shift_)) {
-      return false;
-    }
-    reads_waited_first_ = 0;
-    return true;
-  }
+  [[nodiscard]] bool speculate_read() noexcept { return read_attempts_.should_try(); }
   /// Records what a speculative read found. [its thread]
-  void speculated_read(bool would_block) noexcept {
-    if (!would_block) {
-      read_misses_ = 0;
-      retry_shift_ = kFirstRetryShift;
-    } else if (read_misses_ < kMissesToWaitFirst) {
-      ++read_misses_;
-    } else if (retry_shift_ < kLastRetryShift) {
-      ++retry_shift_;  // a retry that missed: the pattern holds, try less often
-    }
-  }
+  void speculated_read(bool would_block) noexcept { read_attempts_.record(!would_block); }
 
  private:
   void on_ready(event::io_events ready) noexcept;
@@ -184,12 +166,7 @@ class socket_core : noncopyable {
   io_wait* reader_ = nullptr;
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
-  static constexpr int kMissesToWaitFirst = 2;
-  static constexpr std::uint8_t kFirstRetryShift = 4;  // the first retry after 16 reads
-  static constexpr std::uint8_t kLastRetryShift = 8;   // retries at least every 256th read
-  std::uint8_t read_misses_ = 0;  // speculative reads in a row that would have blocked
-  std::uint8_t retry_shift_ = kFirstRetryShift;  // log2 of the reads to wait first before a retry
-  std::uint16_t reads_waited_first_ = 0;         // reads that skipped the try since the last one
+  cyan::detail::adaptive_attempts read_attempts_;  // see speculate_read()
 };
 
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
