@@ -170,6 +170,8 @@ handler_thread_stats handler_thread::stats() const {
   result.cancelled = counters.cancelled;
   result.queued = counters.posted - counters.executed - counters.cancelled;
   result.lanes = counters.lanes;
+  result.sleeps = counters.sleeps;
+  result.naps = counters.naps;
   return result;
 }
 

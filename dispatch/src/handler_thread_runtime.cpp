@@ -270,15 +270,32 @@ void handler_thread_runtime::yield_and_learn(clock::time_point before) noexcept 
 // heavy fence and go without a bound, so a thread pays that fence once per idle period, not
 // once per gap between two messages. The next sleep, not this one: the thread first goes back
 // through run()'s round (its inbox, the idle hook, which may re-mark a pool worker idle).
+//
+// But the fence costs that much only when it interrupts other running threads of the process.
+// When none runs (a lone thread serving sockets at light load, the others asleep) it is one
+// system call (~1.2 us here), cheaper than a nap's timers (a bounded wait in the kernel, and
+// a timerfd for bounds below 1 ms that often fires in a later sleep): ~2 us of CPU per message
+// at one echo connection (docs/bench/notes.md). So the heavy fence is tried before naps too,
+// while it keeps being cheap (cheap_fence_, common/detail/adaptive_attempts.h); once it was
+// dear twice in a row, naps again, retrying every 16th to 256th sleep. Either way the sleep is
+// correct: unbounded after the heavy fence, bounded after the light one.
 void handler_thread_runtime::sleep() {
-  const bool deep = nap_expired_ || options_.nap <= options_.nap.zero();
-  if (!may_sleep(deep ? inbox::sleep_fence::heavy : inbox::sleep_fence::light)) {
+  const bool idle_period = nap_expired_ || options_.nap <= options_.nap.zero();
+  const bool trying_fence = !idle_period && cheap_fence_.should_try();
+  const bool deep = idle_period || trying_fence;
+  clock::duration fence_took{};
+  if (!may_sleep(deep ? inbox::sleep_fence::heavy : inbox::sleep_fence::light,
+                 trying_fence ? &fence_took : nullptr)) {
     return;
+  }
+  if (trying_fence) {
+    cheap_fence_.record(fence_took <= kCheapFence);
   }
   const clock::time_point fell_asleep = clock::now();
   if (!deep) {
     nap_->start();
   }
+  inbox_.count_sleep(!deep);
   loop_->run_once();
   inbox_.woke();
   nap_expired_ = !deep && !nap_->is_active();
@@ -296,8 +313,8 @@ void handler_thread_runtime::sleep() {
   learn_from_sleep(last_poll_ - fell_asleep);
 }
 
-bool handler_thread_runtime::may_sleep(inbox::sleep_fence fence) {
-  switch (inbox_.prepare_sleep(&hook_has_work, this, fence)) {
+bool handler_thread_runtime::may_sleep(inbox::sleep_fence fence, clock::duration* fence_took) {
+  switch (inbox_.prepare_sleep(&hook_has_work, this, fence, fence_took)) {
     case inbox::sleep_check::work:
       grow_spin();  // the work came just after the spin gave up: a longer one would have seen it
       return false;

@@ -160,6 +160,8 @@ inbox::counters inbox::read_counters() const {
   result.cancelled = cancelled_.load(std::memory_order_acquire);
   result.posted = retired_posted_ + shared_posted_.load(std::memory_order_relaxed);
   result.lanes = registry_.size();
+  result.sleeps = sleeps_.load(std::memory_order_relaxed);
+  result.naps = naps_.load(std::memory_order_relaxed);
   for (const inbox_channel* lane : registry_) {
     result.posted += lane->posted();
   }
@@ -284,10 +286,14 @@ bool inbox::anything_queued() const noexcept {
 }
 
 inbox::sleep_check inbox::prepare_sleep(bool (*extra_work)(void*) noexcept, void* context,
-                                        sleep_fence fence) noexcept {
+                                        sleep_fence fence, clock::duration* fence_took) noexcept {
   const std::uint32_t before = state_.value.fetch_or(kSleeping, std::memory_order_seq_cst);
   if (fence == sleep_fence::heavy) {
+    const clock::time_point start = fence_took != nullptr ? clock::now() : clock::time_point{};
     asymmetric_fence::heavy();  // pairs with the producers' light_store() of `active`
+    if (fence_took != nullptr) {
+      *fence_took = clock::now() - start;
+    }
   }
   // Flags first: a post seen finished here has its task visible to anything_queued().
   const bool active = anything_active();

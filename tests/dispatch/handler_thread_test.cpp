@@ -9,8 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <future>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "cyan/common/thread.h"
+#include "cyan/dispatch/detail/asymmetric_fence.h"
 #include "cyan/dispatch/handler.h"
 #include "cyan/event/io.h"
 #include "cyan/event/timer.h"
@@ -462,6 +465,106 @@ TEST(HandlerThread, AThreadWokenByIoSleepsAgainOnceNothingIsReady) {
   thread.join();
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+// A chain of `gaps` delayed tasks, each posted by the one before on `thread`, `gap` apart:
+// between two of them the thread has nothing to do and sleeps. Returns how many sleeps and naps
+// the chain took (stats() differences). The calling thread blocks meanwhile (a futex wait),
+// so no other thread of the process runs unless the caller started one.
+struct sleeps_and_naps {
+  std::uint64_t sleeps = 0;
+  std::uint64_t naps = 0;
+};
+sleeps_and_naps sleep_through_a_chain(handler_thread& thread, int gaps,
+                                      std::chrono::milliseconds gap) {
+  const auto before = thread.stats();
+  std::promise<void> done;
+  std::function<void(int)> link = [&](int left) {
+    if (left == 0) {
+      done.set_value();
+      return;
+    }
+    thread.post([&link, left] { link(left - 1); }, gap);
+  };
+  thread.post([&] { link(gaps); });
+  done.get_future().wait();
+  const auto after = thread.stats();
+  return { after.sleeps - before.sleeps, after.naps - before.naps };
+}
+
+// The heavy fence costs a system call when no other thread of the process runs: then the
+// thread announces its sleeps with it and sleeps without a bound, instead of napping first
+// (a nap's bounded wait and timers cost more; see handler_thread_runtime::sleep()).
+TEST(handler_thread, a_thread_alone_in_its_process_sleeps_without_naps) {
+  cyan::dispatch::handler_thread_options options;
+  options.spin_before_sleep = 0ns;  // sleep at once: one sleep per gap at least
+  handler_thread thread(options);
+  thread.post_awaitable([] {}).get();
+  constexpr int kGaps = 40;
+  const sleeps_and_naps took = sleep_through_a_chain(thread, kGaps, 2ms);
+  EXPECT_GE(took.sleeps, static_cast<std::uint64_t>(kGaps));
+  // Before: a nap in every gap (kGaps). A fence that an unlucky preemption made dear twice in a
+  // row costs 16 naps at most before the next try.
+  EXPECT_LE(took.naps, static_cast<std::uint64_t>(kGaps / 2))
+      << "sleeps " << took.sleeps << ": the fence is cheap here, yet the thread napped";
+}
+
+// While another thread of the process runs, the fence interrupts it (a VM exit on a virtual
+// machine, ~26 us here): the thread naps first, as before, retrying the fence now and then.
+TEST(handler_thread, a_thread_naps_while_its_fence_would_interrupt_a_running_thread) {
+  ::cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      cpus.push_back(cpu);
+    }
+  }
+  if (cpus.size() < 2) {
+    GTEST_SKIP() << "needs two CPUs: one for the running thread, one for the handler thread";
+  }
+  // The runner keeps one CPU busy; the handler thread lives on the other.
+  std::atomic<bool> spinning{ true };
+  std::thread runner([&] {
+    cyan::this_thread::set_affinity(static_cast<unsigned>(cpus[0]));
+    while (spinning.load(std::memory_order_relaxed)) {
+    }
+  });
+  handler_thread::options options;
+  options.cpu = cpus[1];
+  options.spin_before_sleep = 0ns;
+  options.nap = 500us;
+  sleeps_and_naps took;
+  std::chrono::nanoseconds median_cost{};
+  {
+    handler_thread thread(options);
+    // What the fence costs there with the runner running (measured after the chain, when the
+    // runner has long been on its CPU).
+    took = sleep_through_a_chain(thread, 40, 2ms);
+    median_cost = thread
+                      .post_awaitable([] {
+                        std::vector<std::chrono::nanoseconds> costs;
+                        for (int i = 0; i < 21; ++i) {
+                          const auto start = std::chrono::steady_clock::now();
+                          cyan::dispatch::detail::asymmetric_fence::heavy();
+                          costs.push_back(std::chrono::steady_clock::now() - start);
+                        }
+                        std::nth_element(costs.begin(), costs.begin() + 10, costs.end());
+                        return costs[10];
+                      })
+                      .get();
+  }
+  spinning.store(false);
+  runner.join();
+  if (median_cost <= 10us) {
+    GTEST_SKIP() << "the fence costs " << median_cost.count()
+                 << " ns here even with a running thread: cheap enough to use every time";
+  }
+  // Two tries, then one after 16 gaps: naps in the 37 others (a try that happened to find the
+  // runner descheduled makes a few more).
+  EXPECT_GE(took.naps, 30u) << "sleeps " << took.sleeps << ", fence " << median_cost.count()
+                            << " ns: the thread paid the dear fence instead of napping";
 }
 
 // While a stopped thread waits for a token task held up by another executor, it serves its

@@ -51,14 +51,17 @@ struct handler_thread_options {
   /// follows soon, the common case between threads that talk to each other. The spin adapts
   /// (it shrinks while spinning finds nothing, e.g. on a machine with no idle core, and grows
   /// back when it does, or when a post ends a sleep sooner than a full spin would have lasted).
-  /// Zero: sleep at once. After the spin the thread naps (see `nap`), and only then sleeps for
-  /// good, so an idle thread uses no CPU once that is over.
+  /// Zero: sleep at once. After the spin the thread naps or sleeps (see `nap`); either way an
+  /// idle thread uses no CPU once that is over.
   std::chrono::nanoseconds spin_before_sleep = std::chrono::microseconds(50);
-  /// How long the first sleep of an idle period lasts at most: a nap is announced without the
-  /// process-wide fence (see "Naps" in detail/inbox.h), so a post racing with the announcement
-  /// may go unseen until the nap ends. Only after a nap that ended with nothing to do does the
-  /// thread announce with the fence and sleep without a bound. Zero: no naps, every sleep is
-  /// unbounded (and pays the fence), so a post never waits for a nap to end.
+  /// How long the first sleep of an idle period lasts at most when the process-wide fence is
+  /// dear: a nap is announced without that fence (see "Naps" in detail/inbox.h), so a post
+  /// racing with the announcement may go unseen until the nap ends. Only after a nap that ended
+  /// with nothing to do does the thread announce with the fence and sleep without a bound.
+  /// The fence is dear only while other threads of the process run (it interrupts them); a
+  /// thread whose fences keep costing no more than a system call (10 us at most) announces
+  /// with it and sleeps without a bound every time (stats().naps counts the naps). Zero: no
+  /// naps, every sleep is unbounded (and pays the fence), so a post never waits for a nap.
   std::chrono::nanoseconds nap = std::chrono::microseconds(200);
   /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
   /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
@@ -76,6 +79,12 @@ struct handler_thread_stats {
   /// posted more than a few times and whose lane the handler thread has not retired yet (it
   /// retires a lane once the producer thread has exited and the lane is empty).
   std::uint64_t lanes = 0;
+  /// Times the thread blocked in its loop for want of work (see handler_thread_options).
+  std::uint64_t sleeps = 0;
+  /// How many of those sleeps were naps: bounded by handler_thread_options::nap, announced
+  /// without the process-wide fence because that fence was dear (it interrupts the process's
+  /// other running threads).
+  std::uint64_t naps = 0;
 };
 
 /// One thread with its own event loop and a lock-free inbox: other threads post() closures to

@@ -180,6 +180,8 @@ class inbox : noncopyable {
     std::uint64_t executed = 0;
     std::uint64_t cancelled = 0;
     std::uint64_t lanes = 0;
+    std::uint64_t sleeps = 0;
+    std::uint64_t naps = 0;
   };
   [[nodiscard]] counters read_counters() const;
 
@@ -214,12 +216,22 @@ class inbox : noncopyable {
 
   /// Announces that the thread is about to sleep, and withdraws the announcement unless it
   /// returns may_sleep: see "No lost wake-up". `extra_work` is checked in the same window (the
-  /// idle_hook's source).
+  /// idle_hook's source). With a heavy fence and `fence_took`, stores how long the fence took.
   [[nodiscard]] sleep_check prepare_sleep(bool (*extra_work)(void*) noexcept, void* context,
-                                          sleep_fence fence) noexcept;
+                                          sleep_fence fence,
+                                          clock::duration* fence_took = nullptr) noexcept;
 
   /// After the thread woke up (by a wake or anything else).
   void woke() noexcept;
+
+  /// Counts a sleep the thread made (after may_sleep), and whether it was a nap. [consumer]
+  void count_sleep(bool nap) noexcept {
+    // relaxed: diagnostics for stats(); only the consumer writes them.
+    sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (nap) {
+      naps_.store(naps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+  }
 
   /// After ready_to_finish(): closes the inbox to hand-overs, waits out in-flight posts and
   /// runs (drain) or cancels (discard) everything queued, so that nothing accepted is left
@@ -386,6 +398,8 @@ class inbox : noncopyable {
   // Written only by the consumer; read by read_counters().
   alignas(cache_line_size) std::atomic<std::uint64_t> executed_{ 0 };
   std::atomic<std::uint64_t> cancelled_{ 0 };
+  std::atomic<std::uint64_t> sleeps_{ 0 };
+  std::atomic<std::uint64_t> naps_{ 0 };
 
   // The shared queue, with its producers' in-flight count, its envelope count (all kinds) and
   // its task count (for stats): RMWs, on the slow path only.
