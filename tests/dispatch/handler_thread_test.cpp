@@ -561,9 +561,10 @@ TEST(handler_thread, a_thread_naps_while_its_fence_would_interrupt_a_running_thr
     GTEST_SKIP() << "the fence costs " << median_cost.count()
                  << " ns here even with a running thread: cheap enough to use every time";
   }
-  // Two tries, then one after 16 gaps: naps in the 37 others (a try that happened to find the
-  // runner descheduled makes a few more).
-  EXPECT_GE(took.naps, 30u) << "sleeps " << took.sleeps << ", fence " << median_cost.count()
+  // Two tries, then one after 16 gaps: naps in the 37 others. A try that finds the runner off
+  // its CPU (a busy machine: other tests) is cheap and makes the thread try again, so fewer;
+  // paying the fence every time, as a thread alone does, makes none.
+  EXPECT_GE(took.naps, 10u) << "sleeps " << took.sleeps << ", fence " << median_cost.count()
                             << " ns: the thread paid the dear fence instead of napping";
 }
 
