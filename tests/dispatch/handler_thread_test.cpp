@@ -496,7 +496,7 @@ sleeps_and_naps sleep_through_a_chain(handler_thread& thread, int gaps,
 // thread announces its sleeps with it and sleeps without a bound, instead of napping first
 // (a nap's bounded wait and timers cost more; see handler_thread_runtime::sleep()).
 TEST(handler_thread, a_thread_alone_in_its_process_sleeps_without_naps) {
-  cyan::dispatch::handler_thread_options options;
+  handler_thread::options options;
   options.spin_before_sleep = 0ns;  // sleep at once: one sleep per gap at least
   handler_thread thread(options);
   thread.post_awaitable([] {}).get();

@@ -363,16 +363,22 @@ TEST(thread_pool, bursts_of_awaitables_reuse_their_states) {
   thread_pool pool(2);
   std::vector<cyan::dispatch::future<int>> results;
   results.reserve(kBurst);
-  const auto burst = [&] {
-    long long sum = 0;
+  const auto post_burst = [&] {
     for (int i = 0; i < kBurst; ++i) {
       results.push_back(pool.post_awaitable([i] { return i % 7; }));
     }
+  };
+  const auto collect = [&] {
+    long long sum = 0;
     for (auto& result : results) {
       sum += result.get();
     }
     results.clear();
     return sum;
+  };
+  const auto burst = [&] {
+    post_burst();
+    return collect();
   };
   long long expected = 0;
   for (int i = 0; i < kBurst; ++i) {
@@ -392,16 +398,9 @@ TEST(thread_pool, bursts_of_awaitables_reuse_their_states) {
       });
     }
     held.wait();
-    long long sum = 0;
-    for (int i = 0; i < kBurst; ++i) {
-      results.push_back(pool.post_awaitable([i] { return i % 7; }));
-    }
+    post_burst();
     release.count_down();
-    for (auto& result : results) {
-      sum += result.get();
-    }
-    results.clear();
-    ASSERT_EQ(sum, expected);
+    ASSERT_EQ(collect(), expected);
   }
   for (int warm = 0; warm < 2; ++warm) {
     ASSERT_EQ(burst(), expected);
