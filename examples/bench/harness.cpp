@@ -81,6 +81,9 @@ bool suite::run() {
       arm_state& arm = arms_[(i + static_cast<std::size_t>(rep)) % arms_.size()];
       std::fprintf(stderr, "  [%s/%s] rep %d/%d: %-36s\r", benchmark_.c_str(), workload_.c_str(),
                    rep + 1, reps, arm.name.c_str());
+      if (rerun_) {
+        (void)arm.run();
+      }
       arm.samples.push_back(arm.run());
     }
   }
@@ -111,9 +114,11 @@ double suite::spread(const std::string& arm) const {
 
 void suite::print_table() const {
   std::printf(
-      "\n%s — %s (%zu reps%s, median [min–max], spread = max/min; '!' marks a spread > %.1f)\n",
+      "\n%s — %s (%zu reps%s%s, median [min–max], spread = max/min; '!' marks a spread > "
+      "%.1f)\n",
       benchmark_.c_str(), workload_.c_str(), arms_.front().samples.size(),
-      warm_up_ ? " after one untimed warm-up run of each arm" : "", kMaxSpread);
+      warm_up_ ? " after one untimed warm-up run of each arm" : "",
+      rerun_ ? ", each timed run right after an untimed run of the same arm" : "", kMaxSpread);
   const double reference = median(arms_.front().name);
   for (const arm_state& arm : arms_) {
     const std::vector<double> seconds = seconds_of(arm.samples);

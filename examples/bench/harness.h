@@ -56,6 +56,14 @@ class suite {
   /// The table says so.
   void warm_up_each_arm() { warm_up_ = true; }
 
+  /// Makes run() precede every timed run with an untimed run of the same arm, whose sample is
+  /// not kept: for suites where one arm disturbs the whole machine for the next ones (the
+  /// std::async arm's ~33,000 thread creations per run make the first touch of memory that
+  /// another arm left idle slow for seconds, in any process: docs/bench/notes.md), so that no
+  /// arm's time includes what the arm before it did. Doubles the suite's running time; the
+  /// table says so.
+  void rerun_before_each_sample() { rerun_ = true; }
+
   /// Runs every arm `repetitions()` times, alternating the arms (rotating which goes first),
   /// printing progress on stderr, then prints the table. Returns false when checksums differ.
   bool run();
@@ -97,6 +105,7 @@ class suite {
   std::string workload_;
   std::vector<arm_state> arms_;
   bool warm_up_ = false;
+  bool rerun_ = false;
 };
 
 /// Exit status for a benchmark program: 0 when every suite's checks passed.
