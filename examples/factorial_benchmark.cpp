@@ -7,7 +7,10 @@
 // each pool is created and has run a task before any timing starts. Every arm also has one
 // untimed warm-up run of the whole workload: the first run of 300,000 awaitables grows cyan's
 // frame pool (about 19 MB, kept from then on), and each peer's first run has its own one-time
-// costs (malloc's arenas, OpenMP's team), which would otherwise land in one sample.
+// costs (malloc's arenas, OpenMP's team), which would otherwise land in one sample. And each
+// timed run comes right after an untimed run of the same arm: the std::async arm's ~33,000
+// thread creations per run leave the first touch of memory that other arms left idle slow, in the
+// whole machine, for seconds (docs/bench/notes.md); the untimed run pays that, not the sample.
 //
 //   CYAN_BENCH_DISPATCH_TASKS, CYAN_BENCH_COMPUTE_TASKS   task counts (defaults 300000, 60000)
 //   CYAN_BENCH_REPS                                       repetitions per arm (default 11)
@@ -296,6 +299,7 @@ void add_arms(cyan::bench::suite& s, boost::asio::thread_pool& pool, const workl
 bool run_dispatch(boost::asio::thread_pool& pool, const workload& w) {
   cyan::bench::suite s{ "factorial", w.name };
   s.warm_up_each_arm();
+  s.rerun_before_each_sample();
   std_async_report report;
   add_arms(s, pool, w, report);
   const bool ok = s.run();
@@ -310,6 +314,7 @@ bool run_dispatch(boost::asio::thread_pool& pool, const workload& w) {
 bool run_compute(boost::asio::thread_pool& pool, const workload& w) {
   cyan::bench::suite s{ "factorial", w.name };
   s.warm_up_each_arm();
+  s.rerun_before_each_sample();
   std_async_report report;
   add_arms(s, pool, w, report);
   const bool ok = s.run();
