@@ -57,11 +57,9 @@ class suite {
   void warm_up_each_arm() { warm_up_ = true; }
 
   /// Makes run() precede every timed run with an untimed run of the same arm, whose sample is
-  /// not kept: for suites where one arm disturbs the whole machine for the next ones (the
-  /// std::async arm's ~33,000 thread creations per run make the first touch of memory that
-  /// another arm left idle slow for seconds, in any process: docs/bench/notes.md), so that no
-  /// arm's time includes what the arm before it did. Doubles the suite's running time; the
-  /// table says so.
+  /// not kept: for suites where one arm disturbs the whole machine for the arms after it
+  /// (factorial_benchmark's std::async arm: docs/bench/notes.md), so that no arm's time
+  /// includes what the arm before it did. Doubles the suite's running time; the table says so.
   void rerun_before_each_sample() { rerun_ = true; }
 
   /// Runs every arm `repetitions()` times, alternating the arms (rotating which goes first),

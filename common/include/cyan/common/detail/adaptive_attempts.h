@@ -3,10 +3,10 @@
 // An attempt that is usually worth making, until a pattern shows it is not: a speculative
 // read that keeps finding nothing (net/detail/socket_core.h), a non-blocking loop turn after an
 // io wake-up that keeps finding no event, a heavy fence before a sleep that keeps being dear
-// (both in dispatch's handler thread). Attempts are made until
-// two in a row miss; then only after 16 skipped occasions, then after twice as many each time
-// such a retry misses again, up to 256; one that hits makes them all again. Skipping must
-// never be wrong, only slower when the attempt would have hit.
+// (both in dispatch's handler thread). Attempts are made until two in a row miss; then only
+// after 16 skipped occasions, then after twice as many each time such a retry misses again, up
+// to 256; one that hits makes them all again. Skipping must never be wrong, only slower when
+// the attempt would have hit.
 
 #include <cstdint>
 
