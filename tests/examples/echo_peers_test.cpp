@@ -3,73 +3,25 @@
 // does. The floor reads once per message (a short read ends the turn) and relies on EPOLLRDHUP
 // to see an end of stream that arrived together with the last data.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdint>
 #include <string>
 
 #include "bench/process.h"
+#include "loopback_client.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
 using cyan::bench::port_of_listening_line;
-
-// A blocking loopback connection to `port` (-1 when refused).
-int connect_to(unsigned port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ::sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// What arrives within `limit` until `want` bytes or the end of the stream; `closed` tells which.
-std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit, bool& closed) {
-  std::string got;
-  closed = false;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (got.size() < want) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    ::pollfd ready{ fd, POLLIN, 0 };
-    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) != 1) {
-      break;
-    }
-    char buffer[8192];
-    const ::ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) {
-      closed = true;
-      break;
-    }
-    got.append(buffer, static_cast<std::size_t>(n));
-  }
-  return got;
-}
-
-bool send_all(int fd, const std::string& data) {
-  for (std::size_t done = 0; done < data.size();) {
-    const ::ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) {
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
+using cyan::test::connect_to;
+using cyan::test::receive;
+using cyan::test::send_all;
 
 class EchoPeer : public ::testing::TestWithParam<const char*> {};
 

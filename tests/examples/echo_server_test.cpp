@@ -1,8 +1,5 @@
 // echo_server and echo_client run as a user runs them: lines in, "Received:" lines out.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,17 +7,19 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdint>
 #include <string>
 #include <thread>
 
 #include "bench/process.h"
+#include "loopback_client.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
 using cyan::bench::port_of_listening_line;
+using cyan::test::connect_to;
+using cyan::test::receive;
 
 // Starts echo_server with `extra` options on a free port; returns its port (0: it did not say
 // "listening on").
@@ -93,43 +92,6 @@ TEST(EchoServer, SigtermRightAfterListeningEndsItEveryTime) {
     exited_zero += status == 0 ? 1 : 0;
   }
   EXPECT_EQ(exited_zero, kRounds);
-}
-
-// A blocking loopback connection to `port` (-1 when refused).
-int connect_to(unsigned port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ::sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// What arrives within `limit` until `want` bytes or the end of the stream; `closed` tells which.
-std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit, bool& closed) {
-  std::string got;
-  closed = false;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (got.size() < want) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    ::pollfd ready{ fd, POLLIN, 0 };
-    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) != 1) {
-      break;
-    }
-    char buffer[256];
-    const ::ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) {
-      closed = true;
-      break;
-    }
-    got.append(buffer, static_cast<std::size_t>(n));
-  }
-  return got;
 }
 
 // SIGTERM: the server stops accepting; a connection finishes the chunk it is echoing and is
