@@ -59,7 +59,6 @@ TEST_P(EchoPeer, ClosesAConnectionWhoseEndArrivedWithItsLastData) {
   const unsigned port = port_of_listening_line(server.read_line(10s));
   ASSERT_NE(port, 0u);
   constexpr int kConnections = 30;
-  int echoed_then_closed = 0;
   for (int i = 0; i < kConnections; ++i) {
     const int fd = connect_to(port);
     ASSERT_GE(fd, 0);
@@ -73,9 +72,7 @@ TEST_P(EchoPeer, ClosesAConnectionWhoseEndArrivedWithItsLastData) {
     ASSERT_EQ(echoed, last) << "connection " << i;
     ASSERT_EQ(more, "") << "connection " << i;
     ASSERT_TRUE(closed) << "connection " << i << " was not closed within 5 s";
-    ++echoed_then_closed;
   }
-  EXPECT_EQ(echoed_then_closed, kConnections);
   EXPECT_EQ(server.stop(10s), 0);
 }
 
