@@ -42,8 +42,11 @@ struct server {
 // Starts `program` with --port 0 --threads `threads` and reads its port.
 server start_server(const std::string& arm, const std::string& program, unsigned threads, int cpu) {
   const std::string path = cyan::bench::executable_directory() + "/" + program;
-  server started{ arm, std::make_unique<child_process>(
-                           std::vector<std::string>{ path, "--port", "0", "--threads", std::to_string(threads) }, cpu) };
+  server started{
+    arm,
+    std::make_unique<child_process>(
+        std::vector<std::string>{ path, "--port", "0", "--threads", std::to_string(threads) }, cpu)
+  };
   started.port = cyan::bench::port_of_listening_line(started.process->read_line(10s));
   if (started.port == 0) {
     throw std::runtime_error(program + " did not print its listening line");
@@ -72,20 +75,22 @@ struct load_result {
 load_result run_load(server& target, std::size_t size, std::uint64_t requests, int cpu) {
   const std::string path = cyan::bench::executable_directory() + "/load_tester";
   const double cpu_before = target.process->cpu_seconds();
-  child_process load({ path, "--mode", "echo", "--port", std::to_string(target.port), "--connections",
-                       std::to_string(kConnections), "--requests", std::to_string(requests), "--size",
-                       std::to_string(size) },
+  child_process load({ path, "--mode", "echo", "--port", std::to_string(target.port),
+                       "--connections", std::to_string(kConnections), "--requests",
+                       std::to_string(requests), "--size", std::to_string(size) },
                      cpu);
   const std::string output = load.read_all(120s);
   const int status = load.wait(10s);
   const double cpu_after = target.process->cpu_seconds();
   const auto values = cyan::bench::parse_result_line(output);
   if (status != 0 || values.empty() || values.at("errors") != 0) {
-    std::fprintf(stderr, "load_tester against %s failed (status %d):\n%s\n", target.arm.c_str(), status, output.c_str());
+    std::fprintf(stderr, "load_tester against %s failed (status %d):\n%s\n", target.arm.c_str(),
+                 status, output.c_str());
     return {};
   }
-  return { cpu_after - cpu_before, values.at("seconds"), static_cast<std::uint64_t>(values.at("requests")),
-           values.at("p50_us"), values.at("p99_us") };
+  return { cpu_after - cpu_before, values.at("seconds"),
+           static_cast<std::uint64_t>(values.at("requests")), values.at("p50_us"),
+           values.at("p99_us") };
 }
 
 double median(std::vector<double> values) {
@@ -113,7 +118,8 @@ bool run_workload(std::size_t size, unsigned threads, bool pinned, std::uint64_t
   for (server& target : servers) {
     cpu.add(target.arm, [&, target = &target] {
       const load_result result = run_load(*target, size, requests, load_cpu);
-      latencies[target->arm].rate.push_back(result.wall > 0 ? static_cast<double>(result.messages) / result.wall : 0);
+      latencies[target->arm].rate.push_back(
+          result.wall > 0 ? static_cast<double>(result.messages) / result.wall : 0);
       latencies[target->arm].p50_us.push_back(result.p50_us);
       latencies[target->arm].p99_us.push_back(result.p99_us);
       latencies[target->arm].cpu_per_message_us.push_back(
@@ -129,15 +135,18 @@ bool run_workload(std::size_t size, unsigned threads, bool pinned, std::uint64_t
     const latency& l = latencies[target.arm];
     const auto [low, high] = std::minmax_element(l.rate.begin(), l.rate.end());
     const double rate = median(l.rate);
-    std::printf("  %-24s %5.2f us CPU/message  %8.0f messages/s (spread %.2f, cyan %.2fx)  latency p50 %.0f us, p99 %.0f us\n",
-                target.arm.c_str(), median(l.cpu_per_message_us), rate, *low > 0 ? *high / *low : 0.0,
-                rate > 0 ? cyan_rate / rate : 0.0, median(l.p50_us), median(l.p99_us));
+    std::printf(
+        "  %-24s %5.2f us CPU/message  %8.0f messages/s (spread %.2f, cyan %.2fx)  latency p50 "
+        "%.0f us, p99 %.0f us\n",
+        target.arm.c_str(), median(l.cpu_per_message_us), rate, *low > 0 ? *high / *low : 0.0,
+        rate > 0 ? cyan_rate / rate : 0.0, median(l.p50_us), median(l.p99_us));
   }
   cpu.goal_at_most("cyan echo_server", "Boost.Asio coroutines", 1.0);
   cpu.goal_at_most("cyan echo_server", "raw epoll (floor)", 1.10);
   const double asio_rate = median(latencies["Boost.Asio coroutines"].rate);
   std::printf("goal: cyan echo_server messages/s >= Boost.Asio's: %s (%.2fx)\n",
-              cyan_rate >= asio_rate ? "met" : "MISSED", asio_rate > 0 ? cyan_rate / asio_rate : 0.0);
+              cyan_rate >= asio_rate ? "met" : "MISSED",
+              asio_rate > 0 ? cyan_rate / asio_rate : 0.0);
   for (server& target : servers) {
     if (target.process->stop() != 0) {
       std::fprintf(stderr, "%s did not exit 0 on SIGTERM\n", target.arm.c_str());

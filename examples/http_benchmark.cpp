@@ -3,9 +3,9 @@
 // log, driven by Debian's wrk (-t1 -c100, CYAN_BENCH_HTTP_SECONDS per sample, default 10) and
 // by load_tester --mode http (100 connections, 3 s). Both servers start once and stay up; the
 // arms alternate per repetition (the harness), timed as wall seconds per 100k requests (1e5 /
-// requests per second); each arm's server CPU per request (/proc, nginx's workers included), latency
-// p50 / p99 and errors are printed after the table. Skipped, saying so, when nginx or wrk is
-// missing (scripts/install-deps.sh installs both).
+// requests per second); each arm's server CPU per request (/proc, nginx's workers included),
+// latency p50 / p99 and errors are printed after the table. Skipped, saying so, when nginx or wrk
+// is missing (scripts/install-deps.sh installs both).
 //
 //   CYAN_BENCH_REPS          repetitions per arm (default 11)
 //   CYAN_BENCH_HTTP_SECONDS  wrk's duration per sample (default 10)

@@ -67,12 +67,12 @@ struct run_settings {
   std::string request;  // http: the request every connection sends
   unsigned connections = 0;
   unsigned threads = 0;
-  std::uint64_t requests = 0;                   // per connection; 0: until the deadline
-  std::chrono::seconds duration{ 0 };           // 0: until the requests are done
+  std::uint64_t requests = 0;          // per connection; 0: until the deadline
+  std::chrono::seconds duration{ 0 };  // 0: until the requests are done
   clock_type::time_point deadline = clock_type::time_point::max();  // set when the run starts
-  std::size_t size = 0;                         // echo: bytes per message
-  std::chrono::milliseconds timeout{ 0 };       // per operation
-  std::chrono::seconds max_seconds{ 0 };        // the whole run
+  std::size_t size = 0;                                             // echo: bytes per message
+  std::chrono::milliseconds timeout{ 0 };                           // per operation
+  std::chrono::seconds max_seconds{ 0 };                            // the whole run
 
   [[nodiscard]] bool wants_another(std::uint64_t done) const {
     return (requests == 0 || done < requests) && clock_type::now() < deadline;
@@ -83,8 +83,12 @@ struct run_settings {
 // Relaxed: nothing else is published through it; the final figures are read after the join.
 class counter {
  public:
-  void bump() noexcept { value_.store(value_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
-  [[nodiscard]] std::uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
+  void bump() noexcept {
+    value_.store(value_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t get() const noexcept {
+    return value_.load(std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<std::uint64_t> value_{ 0 };
@@ -97,15 +101,17 @@ struct alignas(cyan::cache_line_size) thread_stats {
   counter connect_ok, connect_fail;
   counter read_ok, read_fail;
   counter write_ok, write_fail;
-  counter invalid;  // echo: other bytes came back; http: not 2xx, or not HTTP
+  counter invalid;            // echo: other bytes came back; http: not 2xx, or not HTTP
   latency_histogram latency;  // nanoseconds per valid request
 };
 
 // The totals over every thread.
 struct totals {
-  std::uint64_t requests = 0, connect_ok = 0, connect_fail = 0, read_ok = 0, read_fail = 0, write_ok = 0,
-                write_fail = 0, invalid = 0;
-  [[nodiscard]] std::uint64_t errors() const noexcept { return connect_fail + read_fail + write_fail + invalid; }
+  std::uint64_t requests = 0, connect_ok = 0, connect_fail = 0, read_ok = 0, read_fail = 0,
+                write_ok = 0, write_fail = 0, invalid = 0;
+  [[nodiscard]] std::uint64_t errors() const noexcept {
+    return connect_fail + read_fail + write_fail + invalid;
+  }
 };
 
 totals sum(const std::vector<std::unique_ptr<thread_stats>>& stats) {
@@ -142,8 +148,10 @@ class echo_exchange {
     }
   }
 
-  task<outcome> run(tcp_socket& socket, std::uint64_t number, const run_settings& settings, thread_stats& stats) {
-    std::memcpy(sent_.data(), &number, std::min(sent_.size(), sizeof number));  // a stale echo differs
+  task<outcome> run(tcp_socket& socket, std::uint64_t number, const run_settings& settings,
+                    thread_stats& stats) {
+    std::memcpy(sent_.data(), &number,
+                std::min(sent_.size(), sizeof number));  // a stale echo differs
     try {
       co_await socket.write_all(sent_, settings.timeout);
       stats.write_ok.bump();
@@ -162,7 +170,8 @@ class echo_exchange {
     }
     if (sent_ != received_) {
       stats.invalid.bump();
-      report_once(g_invalid_reported, "echo", std::runtime_error("the echo differs from what was sent"));
+      report_once(g_invalid_reported, "echo",
+                  std::runtime_error("the echo differs from what was sent"));
       co_return outcome::failed;
     }
     co_return outcome::valid;
@@ -176,7 +185,8 @@ class echo_exchange {
 // One HTTP request: write the GET, read the response, check its status.
 class http_exchange {
  public:
-  task<outcome> run(tcp_socket& socket, std::uint64_t, const run_settings& settings, thread_stats& stats) {
+  task<outcome> run(tcp_socket& socket, std::uint64_t, const run_settings& settings,
+                    thread_stats& stats) {
     try {
       co_await socket.write_all(cyan::net::buffer(settings.request), settings.timeout);
       stats.write_ok.bump();
@@ -200,7 +210,8 @@ class http_exchange {
     }
     if (response.status / 100 != 2) {
       stats.invalid.bump();
-      report_once(g_invalid_reported, "response", std::runtime_error("status " + std::to_string(response.status)));
+      report_once(g_invalid_reported, "response",
+                  std::runtime_error("status " + std::to_string(response.status)));
       co_return outcome::failed;
     }
     co_return response.keep_alive ? outcome::valid : outcome::valid_and_closed;
@@ -212,8 +223,8 @@ class http_exchange {
 
 // One connection's requests, timed; false once one failed.
 template <typename Exchange>
-task<bool> run_requests(tcp_socket& socket, Exchange& exchange, std::uint64_t& done, const run_settings& settings,
-                        thread_stats& stats) {
+task<bool> run_requests(tcp_socket& socket, Exchange& exchange, std::uint64_t& done,
+                        const run_settings& settings, thread_stats& stats) {
   while (settings.wants_another(done)) {
     const auto start = clock_type::now();
     const outcome result = co_await exchange.run(socket, done, settings, stats);
@@ -253,12 +264,14 @@ task<> run_connection(const run_settings* settings, thread_stats* stats, Exchang
   }
 }
 
-void spawn_connections(const run_settings& settings, std::vector<std::unique_ptr<handler_thread>>& threads,
+void spawn_connections(const run_settings& settings,
+                       std::vector<std::unique_ptr<handler_thread>>& threads,
                        std::vector<std::unique_ptr<thread_stats>>& stats, async_scope& scope) {
   for (unsigned c = 0; c < settings.connections; ++c) {
     const unsigned t = c % settings.threads;
     if (settings.kind == mode::echo) {
-      scope.spawn(*threads[t], run_connection(&settings, stats[t].get(), echo_exchange(settings.size, c)));
+      scope.spawn(*threads[t],
+                  run_connection(&settings, stats[t].get(), echo_exchange(settings.size, c)));
     } else {
       scope.spawn(*threads[t], run_connection(&settings, stats[t].get(), http_exchange()));
     }
@@ -266,31 +279,40 @@ void spawn_connections(const run_settings& settings, std::vector<std::unique_ptr
 }
 
 void print_progress(clock_type::duration elapsed, const totals& t) {
-  std::printf("t=%llds requests=%llu connect ok=%llu fail=%llu read ok=%llu fail=%llu write ok=%llu fail=%llu "
-              "invalid=%llu\n",
-              static_cast<long long>(std::chrono::round<std::chrono::seconds>(elapsed).count()),
-              static_cast<unsigned long long>(t.requests), static_cast<unsigned long long>(t.connect_ok),
-              static_cast<unsigned long long>(t.connect_fail), static_cast<unsigned long long>(t.read_ok),
-              static_cast<unsigned long long>(t.read_fail), static_cast<unsigned long long>(t.write_ok),
-              static_cast<unsigned long long>(t.write_fail), static_cast<unsigned long long>(t.invalid));
+  std::printf(
+      "t=%llds requests=%llu connect ok=%llu fail=%llu read ok=%llu fail=%llu write ok=%llu "
+      "fail=%llu "
+      "invalid=%llu\n",
+      static_cast<long long>(std::chrono::round<std::chrono::seconds>(elapsed).count()),
+      static_cast<unsigned long long>(t.requests), static_cast<unsigned long long>(t.connect_ok),
+      static_cast<unsigned long long>(t.connect_fail), static_cast<unsigned long long>(t.read_ok),
+      static_cast<unsigned long long>(t.read_fail), static_cast<unsigned long long>(t.write_ok),
+      static_cast<unsigned long long>(t.write_fail), static_cast<unsigned long long>(t.invalid));
   std::fflush(stdout);
 }
 
-void print_summary(double seconds, const totals& t, const latency_histogram& latency, bool hit_cap) {
+void print_summary(double seconds, const totals& t, const latency_histogram& latency,
+                   bool hit_cap) {
   const double rps = seconds > 0 ? static_cast<double>(t.requests) / seconds : 0.0;
-  const auto us = [&](double fraction) { return static_cast<double>(latency.percentile(fraction)) / 1000.0; };
+  const auto us = [&](double fraction) {
+    return static_cast<double>(latency.percentile(fraction)) / 1000.0;
+  };
   const double max_us = static_cast<double>(latency.max()) / 1000.0;
   const std::uint64_t errors = t.errors() + (hit_cap ? 1 : 0);
   std::printf("duration %.3f s, %llu requests, %.0f requests/s\n", seconds,
               static_cast<unsigned long long>(t.requests), rps);
-  std::printf("latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", us(0.50), us(0.90), us(0.99), max_us);
-  std::printf("errors %llu: connect %llu, read %llu, write %llu, invalid %llu%s\n",
-              static_cast<unsigned long long>(errors), static_cast<unsigned long long>(t.connect_fail),
-              static_cast<unsigned long long>(t.read_fail), static_cast<unsigned long long>(t.write_fail),
-              static_cast<unsigned long long>(t.invalid), hit_cap ? ", and the run hit --max-seconds" : "");
-  std::printf("RESULT requests=%llu seconds=%.3f rps=%.0f p50_us=%.1f p90_us=%.1f p99_us=%.1f max_us=%.1f errors=%llu\n",
-              static_cast<unsigned long long>(t.requests), seconds, rps, us(0.50), us(0.90), us(0.99), max_us,
-              static_cast<unsigned long long>(errors));
+  std::printf("latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", us(0.50), us(0.90),
+              us(0.99), max_us);
+  std::printf(
+      "errors %llu: connect %llu, read %llu, write %llu, invalid %llu%s\n",
+      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(t.connect_fail),
+      static_cast<unsigned long long>(t.read_fail), static_cast<unsigned long long>(t.write_fail),
+      static_cast<unsigned long long>(t.invalid), hit_cap ? ", and the run hit --max-seconds" : "");
+  std::printf(
+      "RESULT requests=%llu seconds=%.3f rps=%.0f p50_us=%.1f p90_us=%.1f p99_us=%.1f max_us=%.1f "
+      "errors=%llu\n",
+      static_cast<unsigned long long>(t.requests), seconds, rps, us(0.50), us(0.90), us(0.99),
+      max_us, static_cast<unsigned long long>(errors));
   std::fflush(stdout);
 }
 
@@ -305,9 +327,11 @@ run_settings read_settings(const command_line& cli) {
   if (!s.peer.is_unix() && s.peer.port() == 0) {
     throw std::invalid_argument("--port is required");
   }
-  s.request = "GET " + cli.text("path") + " HTTP/1.1\r\nHost: " + cli.text("host") + ":" + cli.text("port") + "\r\n\r\n";
+  s.request = "GET " + cli.text("path") + " HTTP/1.1\r\nHost: " + cli.text("host") + ":" +
+              cli.text("port") + "\r\n\r\n";
   s.connections = static_cast<unsigned>(std::max(1LL, cli.number("connections")));
-  s.threads = static_cast<unsigned>(std::clamp(cli.number("threads"), 1LL, static_cast<long long>(s.connections)));
+  s.threads = static_cast<unsigned>(
+      std::clamp(cli.number("threads"), 1LL, static_cast<long long>(s.connections)));
   s.requests = static_cast<std::uint64_t>(cli.number("requests"));
   s.size = static_cast<std::size_t>(std::max(1LL, cli.number("size")));
   s.timeout = std::chrono::milliseconds(std::max(1LL, cli.number("timeout-ms")));
@@ -338,9 +362,11 @@ int run(run_settings& settings) {
     settings.deadline = start + settings.duration;
   }
   spawn_connections(settings, threads, stats, scope);
-  auto finished = cyan::dispatch::co_spawn(*threads[0], [&scope]() -> task<> { co_await scope.join(); });
+  auto finished =
+      cyan::dispatch::co_spawn(*threads[0], [&scope]() -> task<> { co_await scope.join(); });
   const auto hard_cap = start + settings.max_seconds;
-  for (auto next = start + 1s; finished.wait_until(std::min(next, hard_cap)) != std::future_status::ready; next += 1s) {
+  for (auto next = start + 1s;
+       finished.wait_until(std::min(next, hard_cap)) != std::future_status::ready; next += 1s) {
     if (clock_type::now() >= hard_cap) {
       break;
     }

@@ -59,7 +59,8 @@ task<> serve(handler_thread& home, tcp_listener listener, async_scope& scope) {
 task<bool> client(endpoint server, int id) {
   tcp_socket s = co_await tcp_socket::connect(server, 5s);
   for (int line = 0; line < 3; ++line) {
-    const std::string text = "client " + std::to_string(id) + " line " + std::to_string(line) + "\n";
+    const std::string text =
+        "client " + std::to_string(id) + " line " + std::to_string(line) + "\n";
     co_await s.write_all(cyan::net::buffer(text), 5s);
     std::string back(text.size(), '\0');
     co_await s.read_exact(cyan::net::buffer(back), 5s);

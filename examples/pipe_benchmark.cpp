@@ -64,8 +64,8 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include <cyan/common/thread.h>
@@ -197,8 +197,9 @@ struct workload {
 
 struct cyan_run {
   chain counters;
-  std::vector<cyan::net::tcp_socket> writers;  // pair i's write end; made and destroyed on the thread
-  std::size_t started = 0;                     // tasks waiting in their first read
+  std::vector<cyan::net::tcp_socket>
+      writers;              // pair i's write end; made and destroyed on the thread
+  std::size_t started = 0;  // tasks waiting in their first read
   std::latch done{ 1 };
 };
 
@@ -236,12 +237,12 @@ sample cyan_arm(handler_thread& thread, const workload& w) {
   thread
       .post_awaitable([&] {
         for (std::size_t i = 0; i < w.pipes; ++i) {
-          run.writers.push_back(cyan::net::tcp_socket::adopt(
-              cyan::net::socket_handle(pipes.take_write_end(i))));
+          run.writers.push_back(
+              cyan::net::tcp_socket::adopt(cyan::net::socket_handle(pipes.take_write_end(i))));
         }
         for (std::size_t i = 0; i < w.pipes; ++i) {
-          scope.spawn(thread, cyan_pipe(cyan::net::tcp_socket::adopt(cyan::net::socket_handle(
-                                            pipes.take_read_end(i))),
+          scope.spawn(thread, cyan_pipe(cyan::net::tcp_socket::adopt(
+                                            cyan::net::socket_handle(pipes.take_read_end(i))),
                                         i, &run));
         }
       })
@@ -437,7 +438,8 @@ struct asio_reader {
 };
 
 void asio_read(asio_run& run, std::size_t index) {
-  run.readers[index].async_read_some(asio::buffer(&run.bytes[index], 1), asio_reader{ &run, index });
+  run.readers[index].async_read_some(asio::buffer(&run.bytes[index], 1),
+                                     asio_reader{ &run, index });
 }
 
 sample asio_arm(asio_thread& thread, const workload& w) {

@@ -2,6 +2,8 @@
 
 namespace cyan {
 
-std::string_view version() noexcept { return CYAN_VERSION_STRING; }
+std::string_view version() noexcept {
+  return CYAN_VERSION_STRING;
+}
 
 }  // namespace cyan

@@ -26,7 +26,8 @@ std::string_view trim(std::string_view text) noexcept {
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -46,9 +47,10 @@ bool contains_ignoring_case(std::string_view text, std::string_view word) noexce
 // "HTTP/1.x NNN reason": the status, and whether the version keeps connections by default.
 http_response parse_status_line(std::string_view line) {
   int status = 0;
-  const bool well_formed = line.size() >= 12 && line.substr(0, 7) == "HTTP/1." &&
-                           (line[7] == '0' || line[7] == '1') && line[8] == ' ' &&
-                           std::from_chars(line.data() + 9, line.data() + 12, status).ptr == line.data() + 12;
+  const bool well_formed =
+      line.size() >= 12 && line.substr(0, 7) == "HTTP/1." && (line[7] == '0' || line[7] == '1') &&
+      line[8] == ' ' &&
+      std::from_chars(line.data() + 9, line.data() + 12, status).ptr == line.data() + 12;
   if (!well_formed) {
     throw http_protocol_error("malformed status line: " + std::string(line.substr(0, 80)));
   }
@@ -57,7 +59,8 @@ http_response parse_status_line(std::string_view line) {
 
 }  // namespace
 
-http_response_reader::http_response_reader(std::size_t header_capacity) : buffer_(header_capacity) {}
+http_response_reader::http_response_reader(std::size_t header_capacity)
+    : buffer_(header_capacity) {}
 
 std::string_view http_response_reader::buffered() const noexcept {
   return { buffer_.data() + begin_, end_ - begin_ };
@@ -90,9 +93,11 @@ dispatch::task<std::size_t> http_response_reader::read_head(net::tcp_socket& soc
     }
     compact();
     if (end_ == buffer_.size()) {
-      throw http_protocol_error("response head larger than " + std::to_string(buffer_.size()) + " bytes");
+      throw http_protocol_error("response head larger than " + std::to_string(buffer_.size()) +
+                                " bytes");
     }
-    const std::size_t n = co_await socket.read_some(std::as_writable_bytes(std::span(buffer_).subspan(end_)), limit);
+    const std::size_t n =
+        co_await socket.read_some(std::as_writable_bytes(std::span(buffer_).subspan(end_)), limit);
     if (n == 0) {
       throw_end_of_stream();
     }
@@ -103,7 +108,8 @@ dispatch::task<std::size_t> http_response_reader::read_head(net::tcp_socket& soc
 http_response_reader::head http_response_reader::parse_head(std::string_view text) {
   auto line_end = text.find("\r\n");
   head parsed{ parse_status_line(text.substr(0, line_end)) };
-  for (text.remove_prefix(line_end + 2); (line_end = text.find("\r\n")) > 0; text.remove_prefix(line_end + 2)) {
+  for (text.remove_prefix(line_end + 2); (line_end = text.find("\r\n")) > 0;
+       text.remove_prefix(line_end + 2)) {
     const std::string_view line = text.substr(0, line_end);
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) {
@@ -112,15 +118,18 @@ http_response_reader::head http_response_reader::parse_head(std::string_view tex
     const std::string_view name = trim(line.substr(0, colon));
     const std::string_view value = trim(line.substr(colon + 1));
     if (equals_ignoring_case(name, "content-length")) {
-      const auto [end, status] = std::from_chars(value.data(), value.data() + value.size(), parsed.content_length);
+      const auto [end, status] =
+          std::from_chars(value.data(), value.data() + value.size(), parsed.content_length);
       if (status != std::errc{} || end != value.data() + value.size()) {
         throw http_protocol_error("malformed Content-Length: " + std::string(value));
       }
       parsed.has_length = true;
     } else if (equals_ignoring_case(name, "connection")) {
-      parsed.response.keep_alive = contains_ignoring_case(value, "keep-alive") ||
-                                   (parsed.response.keep_alive && !contains_ignoring_case(value, "close"));
-    } else if (equals_ignoring_case(name, "transfer-encoding") && !equals_ignoring_case(value, "identity")) {
+      parsed.response.keep_alive =
+          contains_ignoring_case(value, "keep-alive") ||
+          (parsed.response.keep_alive && !contains_ignoring_case(value, "close"));
+    } else if (equals_ignoring_case(name, "transfer-encoding") &&
+               !equals_ignoring_case(value, "identity")) {
       throw http_protocol_error("unsupported Transfer-Encoding: " + std::string(value));
     }
   }

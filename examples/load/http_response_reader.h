@@ -48,7 +48,8 @@ class http_response_reader {
     std::size_t content_length = 0;
   };
   dispatch::task<std::size_t> read_head(net::tcp_socket& socket, std::chrono::milliseconds limit);
-  dispatch::task<> skip_body(net::tcp_socket& socket, head& parsed, std::chrono::milliseconds limit);
+  dispatch::task<> skip_body(net::tcp_socket& socket, head& parsed,
+                             std::chrono::milliseconds limit);
   [[nodiscard]] static head parse_head(std::string_view text);
   [[nodiscard]] std::string_view buffered() const noexcept;
   void compact() noexcept;

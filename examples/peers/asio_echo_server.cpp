@@ -24,7 +24,8 @@ asio::awaitable<void> echo(tcp::socket socket) {
   char data[4096];
   try {
     for (;;) {
-      const std::size_t n = co_await socket.async_read_some(asio::buffer(data), asio::use_awaitable);
+      const std::size_t n =
+          co_await socket.async_read_some(asio::buffer(data), asio::use_awaitable);
       co_await asio::async_write(socket, asio::buffer(data, n), asio::use_awaitable);
     }
   } catch (const std::exception&) {

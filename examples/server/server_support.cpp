@@ -25,7 +25,8 @@ command_line::command_line(std::string program, std::string summary)
 
 command_line& command_line::option(const std::string& name, const std::string& fallback,
                                    const std::string& help) {
-  const bool numeric = !fallback.empty() && fallback.find_first_not_of("0123456789") == std::string::npos;
+  const bool numeric =
+      !fallback.empty() && fallback.find_first_not_of("0123456789") == std::string::npos;
   entries_[name] = { fallback, help, false, numeric };
   order_.push_back(name);
   return *this;
@@ -51,8 +52,9 @@ void command_line::usage(int status) const {
                program_.c_str());
   for (const std::string& name : order_) {
     const entry& e = entries_.at(name);
-    std::fprintf(out, "  --%-20s %s%s%s%s\n", (name + (e.is_flag ? "" : " N")).c_str(), e.help.c_str(),
-                 e.is_flag ? "" : " (default ", e.is_flag ? "" : e.value.c_str(), e.is_flag ? "" : ")");
+    std::fprintf(out, "  --%-20s %s%s%s%s\n", (name + (e.is_flag ? "" : " N")).c_str(),
+                 e.help.c_str(), e.is_flag ? "" : " (default ", e.is_flag ? "" : e.value.c_str(),
+                 e.is_flag ? "" : ")");
   }
   std::fprintf(out, "  --%-20s %s\n", "help", "this text");
   std::exit(status);
@@ -79,8 +81,9 @@ void command_line::parse(int argc, char** argv) {
       usage(2);
     }
     e.value = argv[++i];
-    if (e.numeric && (e.value.empty() || e.value.find_first_not_of("0123456789") != std::string::npos ||
-                      e.value.size() > 12)) {
+    if (e.numeric &&
+        (e.value.empty() || e.value.find_first_not_of("0123456789") != std::string::npos ||
+         e.value.size() > 12)) {
       std::fprintf(stderr, "%s: %s needs a non-negative number, not \"%s\"\n", program_.c_str(),
                    arg.c_str(), e.value.c_str());
       usage(2);
@@ -207,12 +210,14 @@ net::endpoint server_runtime::start_listeners(
     const net::endpoint& where, bool one_listener,
     const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop) {
   one_listener = one_listener || where.is_unix();
-  const net::tcp_listener::options settings{ .reuse_port = !one_listener, .remove_stale_socket = true };
+  const net::tcp_listener::options settings{ .reuse_port = !one_listener,
+                                             .remove_stale_socket = true };
   net::tcp_listener first = net::tcp_listener::bind(where, settings);
   const net::endpoint bound = first.local_endpoint();
   const unsigned count = one_listener ? 1 : size();
   for (unsigned index = 0; index < count; ++index) {
-    net::tcp_listener listener = index == 0 ? std::move(first) : net::tcp_listener::bind(bound, settings);
+    net::tcp_listener listener =
+        index == 0 ? std::move(first) : net::tcp_listener::bind(bound, settings);
     listeners_.spawn(thread(index), accept_loop(std::move(listener), index));
   }
   return bound;
@@ -234,7 +239,8 @@ int server_runtime::run(const net::endpoint& where, std::chrono::milliseconds gr
       thread(index).post([this, index] { drain_hook_(index); });
     }
   }
-  auto drained = dispatch::co_spawn(thread(0), [this]() -> dispatch::task<> { co_await connections_.join(); });
+  auto drained =
+      dispatch::co_spawn(thread(0), [this]() -> dispatch::task<> { co_await connections_.join(); });
   if (drained.wait_for(grace) != std::future_status::ready) {
     connections_.request_stop();
   }

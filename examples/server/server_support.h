@@ -31,7 +31,8 @@ class command_line {
   command_line(std::string program, std::string summary);
 
   /// Declares an option with its default and a line of help.
-  command_line& option(const std::string& name, const std::string& fallback, const std::string& help);
+  command_line& option(const std::string& name, const std::string& fallback,
+                       const std::string& help);
   /// Declares a flag (false unless given).
   command_line& flag(const std::string& name, const std::string& help);
   /// Declares --port (0: a free port), --host (127.0.0.1), --threads (the cores) and
@@ -87,8 +88,9 @@ class server_runtime {
   /// `accept_loop(listener, thread index)` for each in listeners(), on its thread, and
   /// returns the address they listen on (with the port the first got, for port 0). Throws
   /// std::system_error. [the main thread]
-  net::endpoint start_listeners(const net::endpoint& where, bool one_listener,
-                                const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop);
+  net::endpoint start_listeners(
+      const net::endpoint& where, bool one_listener,
+      const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop);
 
   /// Sets what runs on each handler thread, given its index, once draining() has turned true
   /// (before the grace period): e.g. closing the connections that wait idle for a request,

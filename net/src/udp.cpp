@@ -27,10 +27,11 @@ udp_socket udp_socket::bind(const endpoint& local) {
     throw std::invalid_argument("cyan::net::udp_socket::bind: a Unix-domain endpoint (" +
                                 local.to_string() + ") is not a UDP address");
   }
-  auto core = std::make_unique<detail::socket_core>(
-      detail::open_socket(local.family(), SOCK_DGRAM, what));
+  auto core =
+      std::make_unique<detail::socket_core>(detail::open_socket(local.family(), SOCK_DGRAM, what));
   if (::bind(core->fd(), local.data(), local.size()) != 0) {
-    throw std::system_error(detail::last_error(), std::string(what) + "(" + local.to_string() + ")");
+    throw std::system_error(detail::last_error(),
+                            std::string(what) + "(" + local.to_string() + ")");
   }
   return udp_socket(std::move(core));
 }
@@ -63,7 +64,8 @@ bool send_op::attempt() noexcept {
   const long n = io_call(
       [&] {
         return ::sendto(core_->fd(), datagram_.data(), datagram_.size(), MSG_NOSIGNAL,
-                        peer_ != nullptr ? peer_->data() : nullptr, peer_ != nullptr ? peer_->size() : 0);
+                        peer_ != nullptr ? peer_->data() : nullptr,
+                        peer_ != nullptr ? peer_->size() : 0);
       },
       error_);
   if (n == kWouldBlock) {

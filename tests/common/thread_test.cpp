@@ -32,8 +32,7 @@ TEST(ThisThread, AffinityPinsToTheChosenCpu) {
 }
 
 TEST(ThisThread, AffinityToAMissingCpuThrows) {
-  std::thread worker([] {
-    EXPECT_THROW(cyan::this_thread::set_affinity(1u << 20), std::system_error);
-  });
+  std::thread worker(
+      [] { EXPECT_THROW(cyan::this_thread::set_affinity(1u << 20), std::system_error); });
   worker.join();
 }

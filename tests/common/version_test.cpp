@@ -11,5 +11,6 @@ TEST(Version, LibraryMatchesHeaders) {
                                std::to_string(CYAN_VERSION_MINOR) + "." +
                                std::to_string(CYAN_VERSION_PATCH);
   EXPECT_EQ(cyan::version(), expected);
-  EXPECT_EQ(CYAN_VERSION, CYAN_VERSION_MAJOR * 10000 + CYAN_VERSION_MINOR * 100 + CYAN_VERSION_PATCH);
+  EXPECT_EQ(CYAN_VERSION,
+            CYAN_VERSION_MAJOR * 10000 + CYAN_VERSION_MINOR * 100 + CYAN_VERSION_PATCH);
 }

@@ -19,7 +19,8 @@ using cyan::examples::http::status;
 
 // Feeds `text` in pieces of `piece` bytes (0: all at once) and collects the events other than
 // need_more; stops at the first error.
-std::vector<parse_event> feed_in_pieces(request_parser& parser, std::string_view text, std::size_t piece = 0) {
+std::vector<parse_event> feed_in_pieces(request_parser& parser, std::string_view text,
+                                        std::size_t piece = 0) {
   std::vector<parse_event> events;
   while (!text.empty()) {
     const std::size_t size = piece == 0 ? text.size() : std::min(piece, text.size());
@@ -97,7 +98,8 @@ TEST(HttpRequestParser, MethodsPathsAndKeepAlive) {
     { "GET / HTTP/1.0\r\n\r\n", request::verb::get, true, false, true },
     { "HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", request::verb::head, true, true, true },
     // An upgrade would change protocols after this request: the server closes instead.
-    { "GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", request::verb::get, true, false, false },
+    { "GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", request::verb::get,
+      true, false, false },
   };
   for (const expectation& e : cases) {
     request_parser parser({});
@@ -117,7 +119,8 @@ TEST(HttpRequestParser, HeaderLimitCountsUpToTheBlankLineExactlyAcrossReads) {
     request_parser at_limit({ .max_header_bytes = 27 });
     EXPECT_EQ(feed_in_pieces(at_limit, text, piece), kOneRequest) << "pieces of " << piece;
     request_parser below({ .max_header_bytes = 26 });
-    EXPECT_EQ(feed_in_pieces(below, text, piece), std::vector{ parse_event::error }) << "pieces of " << piece;
+    EXPECT_EQ(feed_in_pieces(below, text, piece), std::vector{ parse_event::error })
+        << "pieces of " << piece;
     EXPECT_EQ(below.error_status(), status::header_fields_too_large);
   }
   // The second of two pipelined requests is counted from its own first byte.
@@ -142,7 +145,9 @@ TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
 
 TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
   request_parser declared_at_limit({ .max_body_bytes = 10 });
-  EXPECT_EQ(feed_in_pieces(declared_at_limit, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"), kOneRequest);
+  EXPECT_EQ(
+      feed_in_pieces(declared_at_limit, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"),
+      kOneRequest);
 
   request_parser declared_over({ .max_body_bytes = 10 });
   // Refused at the headers already, before any of the body.
@@ -150,11 +155,13 @@ TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
             std::vector{ parse_event::error });
   EXPECT_EQ(declared_over.error_status(), status::payload_too_large);
 
-  const std::string chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n";
+  const std::string chunked =
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n";
   request_parser chunks_at_limit({ .max_body_bytes = 10 });
   EXPECT_EQ(feed_in_pieces(chunks_at_limit, chunked + "0\r\n\r\n", 3), kOneRequest);
   request_parser chunks_over({ .max_body_bytes = 10 });
-  EXPECT_EQ(feed_in_pieces(chunks_over, chunked + "1\r\nx\r\n0\r\n\r\n", 3), std::vector{ parse_event::error });
+  EXPECT_EQ(feed_in_pieces(chunks_over, chunked + "1\r\nx\r\n0\r\n\r\n", 3),
+            std::vector{ parse_event::error });
   EXPECT_EQ(chunks_over.error_status(), status::payload_too_large);
 }
 

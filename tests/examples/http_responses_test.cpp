@@ -36,15 +36,17 @@ TEST(HttpResponses, WholeResponseIsHeadBlankLineAndBody) {
   std::string out;
   responses.append_whole(out, status::ok);
   EXPECT_EQ(out,
-            "HTTP/1.1 200 OK\r\nServer: cyan\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Type: text/html\r\n"
+            "HTTP/1.1 200 OK\r\nServer: cyan\r\nDate: Sun, 06 Nov 1994 08:49:37 "
+            "GMT\r\nContent-Type: text/html\r\n"
             "Content-Length: 10\r\n\r\n<p>hi</p>\n");
 }
 
 TEST(HttpResponses, HeadsCarryTheConnectionHeaderAskedFor) {
   response_set responses("page", "text/plain");
   responses.refresh(0);
-  const std::string head = "HTTP/1.1 405 Method Not Allowed\r\nServer: cyan\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
-                           "Content-Type: text/plain\r\nAllow: GET, HEAD\r\nContent-Length: 23\r\n";
+  const std::string head =
+      "HTTP/1.1 405 Method Not Allowed\r\nServer: cyan\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+      "Content-Type: text/plain\r\nAllow: GET, HEAD\r\nContent-Length: 23\r\n";
   std::string out;
   responses.append_head(out, status::method_not_allowed, connection_header::implied);
   EXPECT_EQ(out, head + "\r\n");
@@ -83,7 +85,8 @@ TEST(HttpResponses, LargeBodyIsKeptWhereItIs) {
   EXPECT_EQ(responses.body(status::ok).data(), large.data());
   std::string head;
   responses.append_head(head, status::ok, connection_header::implied);
-  EXPECT_NE(head.find("Content-Length: " + std::to_string(large.size()) + "\r\n\r\n"), std::string::npos);
+  EXPECT_NE(head.find("Content-Length: " + std::to_string(large.size()) + "\r\n\r\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -85,12 +85,14 @@ TEST(HttpServer, GetRootReturnsThePageAndHeadTheSameHeadersWithoutBody) {
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
   // A HEAD pipelined before a GET: the GET's response starts right after the HEAD's head.
-  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD / HTTP/1.1\r\nHost: test\r\n\r\n" +
-                          std::string(kGetRoot)));
+  ASSERT_TRUE(
+      client.send("GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD / HTTP/1.1\r\nHost: test\r\n\r\n" +
+                  std::string(kGetRoot)));
   const std::optional<http_response> get = client.read_response(5s);
   ASSERT_TRUE(get.has_value());
   EXPECT_EQ(get->status_line, "HTTP/1.1 200 OK");
-  EXPECT_EQ(header_names(*get), (std::vector<std::string>{ "Server", "Date", "Content-Type", "Content-Length" }));
+  EXPECT_EQ(header_names(*get),
+            (std::vector<std::string>{ "Server", "Date", "Content-Type", "Content-Length" }));
   EXPECT_EQ(get->header("Server"), "cyan");
   EXPECT_EQ(get->header("Content-Type"), "text/html");
   EXPECT_EQ(get->header("Content-Length"), std::to_string(get->body.size()));
@@ -118,7 +120,8 @@ TEST(HttpServer, BodySizeGivesABodyOfExactlyThatManyBytes) {
     server s({ "--threads", "1", "--body-size", std::to_string(size) });
     ASSERT_NE(s.port(), 0u);
     http_test_client client(s.port());
-    ASSERT_TRUE(client.send(std::string(kGetRoot) + "HEAD / HTTP/1.1\r\n\r\n" + std::string(kGetRoot)));
+    ASSERT_TRUE(
+        client.send(std::string(kGetRoot) + "HEAD / HTTP/1.1\r\n\r\n" + std::string(kGetRoot)));
     const std::optional<http_response> first = client.read_response(5s);
     const std::optional<http_response> head = client.read_response(5s, true);
     const std::optional<http_response> second = client.read_response(5s);
@@ -189,7 +192,7 @@ TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
   http_test_client client(s.port());
   std::string requests;
   for (int i = 0; i < 20; ++i) {
-    requests += i % 3 == 0 ? "GET / HTTP/1.1\r\n\r\n"
+    requests += i % 3 == 0   ? "GET / HTTP/1.1\r\n\r\n"
                 : i % 3 == 1 ? "GET /missing/" + std::to_string(i) + " HTTP/1.1\r\n\r\n"
                              : "HEAD / HTTP/1.1\r\n\r\n";
   }
@@ -285,7 +288,8 @@ TEST(HttpServer, OversizedBodyGets413AndCloseWhileOthersAreServed) {
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
   http_test_client declared(s.port());
-  ASSERT_TRUE(declared.send("POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(100, 'x')));
+  ASSERT_TRUE(
+      declared.send("POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(100, 'x')));
   expect_answer_and_close(declared, 413);
   EXPECT_EQ(good->get_root(1s), 200);
 
@@ -368,7 +372,8 @@ TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
   ASSERT_NE(s.port(), 0u);
   const auto in_flight = good_client(s.port());
   const auto idle = good_client(s.port());
-  ASSERT_TRUE(in_flight->send("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));  // half the body
+  ASSERT_TRUE(
+      in_flight->send("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));  // half the body
   ASSERT_EQ(::kill(s.process().pid(), SIGTERM), 0);
   // The drain closes the idle connection at once: then the server is surely draining.
   EXPECT_TRUE(idle->wait_closed(5s));
@@ -384,9 +389,10 @@ TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
 TEST(HttpServer, LoadTesterHttpModeGetsEveryRequestAnswered) {
   server s({ "--threads", "2" });
   ASSERT_NE(s.port(), 0u);
-  child_process load({ CYAN_PROGRAM_LOAD_TESTER, "--mode", "http", "--port", std::to_string(s.port()),
-                       "--connections", "8", "--threads", "2", "--requests", "250", "--max-seconds", "120" },
-                     -1);
+  child_process load(
+      { CYAN_PROGRAM_LOAD_TESTER, "--mode", "http", "--port", std::to_string(s.port()),
+        "--connections", "8", "--threads", "2", "--requests", "250", "--max-seconds", "120" },
+      -1);
   const std::string output = load.read_all(150s);
   EXPECT_EQ(load.wait(10s), 0) << output;
   const auto result = parse_result_line(output);

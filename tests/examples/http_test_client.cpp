@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 namespace cyan::test {
@@ -19,14 +19,16 @@ namespace {
 
 bool same_name(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
          });
 }
 
 // poll() for `events` until `deadline`; true when they came.
 bool wait_for(int fd, short events, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) {
       return false;
     }
@@ -55,14 +57,16 @@ std::optional<http_response> parse_head(std::string_view text) {
   while (line_end != std::string_view::npos) {
     const std::size_t at = line_end + 2;
     line_end = text.find("\r\n", at);
-    const std::string_view line = text.substr(at, line_end == std::string_view::npos ? line_end : line_end - at);
+    const std::string_view line =
+        text.substr(at, line_end == std::string_view::npos ? line_end : line_end - at);
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) {
       return std::nullopt;
     }
     const std::size_t value = line.find_first_not_of(' ', colon + 1);
-    r.headers.emplace_back(std::string(line.substr(0, colon)),
-                           value == std::string_view::npos ? std::string() : std::string(line.substr(value)));
+    r.headers.emplace_back(
+        std::string(line.substr(0, colon)),
+        value == std::string_view::npos ? std::string() : std::string(line.substr(value)));
   }
   return r;
 }
@@ -93,14 +97,15 @@ http_test_client::http_test_client(unsigned port, std::chrono::milliseconds limi
   }
   const int on = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 && errno != EINPROGRESS) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
+      errno != EINPROGRESS) {
     ::close(fd);
     return;
   }
   int error = 0;
   socklen_t size = sizeof error;
-  if (!wait_for(fd, POLLOUT, clock::now() + limit) || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0 ||
-      error != 0) {
+  if (!wait_for(fd, POLLOUT, clock::now() + limit) ||
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0 || error != 0) {
     ::close(fd);
     return;
   }
@@ -149,7 +154,8 @@ bool http_test_client::fill(clock::time_point deadline) {
   }
 }
 
-std::optional<http_response> http_test_client::read_response(std::chrono::milliseconds limit, bool head_request) {
+std::optional<http_response> http_test_client::read_response(std::chrono::milliseconds limit,
+                                                             bool head_request) {
   const auto deadline = clock::now() + limit;
   std::size_t head_end;
   while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
@@ -162,7 +168,8 @@ std::optional<http_response> http_test_client::read_response(std::chrono::millis
     return std::nullopt;
   }
   const std::optional<std::string> length = r->header("Content-Length");
-  const std::size_t body_size = head_request || !length ? 0 : std::strtoull(length->c_str(), nullptr, 10);
+  const std::size_t body_size =
+      head_request || !length ? 0 : std::strtoull(length->c_str(), nullptr, 10);
   const std::size_t total = head_end + 4 + body_size;
   while (buffer_.size() < total) {
     if (!fill(deadline)) {

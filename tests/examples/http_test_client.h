@@ -14,7 +14,7 @@ namespace cyan::test {
 
 /// One response as it arrived.
 struct http_response {
-  std::string status_line;  ///< without its CRLF
+  std::string status_line;                                   ///< without its CRLF
   std::vector<std::pair<std::string, std::string>> headers;  ///< in order, as sent
   std::string body;
 
@@ -28,7 +28,8 @@ struct http_response {
 class http_test_client {
  public:
   /// Connects to 127.0.0.1:`port` (within `limit`); see connected().
-  explicit http_test_client(unsigned port, std::chrono::milliseconds limit = std::chrono::seconds(5));
+  explicit http_test_client(unsigned port,
+                            std::chrono::milliseconds limit = std::chrono::seconds(5));
   http_test_client(const http_test_client&) = delete;
   http_test_client& operator=(const http_test_client&) = delete;
   ~http_test_client();

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <system_error>
-#include <utility>
 #include <span>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "cyan/dispatch.h"
@@ -37,7 +37,8 @@ namespace cyan::test {
 
 /// The index of the first byte of `bytes` (byte `first` of the stream) that breaks the pattern,
 /// or bytes.size().
-[[nodiscard]] inline std::size_t first_mismatch(std::uint32_t seed, std::span<const std::byte> bytes,
+[[nodiscard]] inline std::size_t first_mismatch(std::uint32_t seed,
+                                                std::span<const std::byte> bytes,
                                                 std::size_t first = 0) noexcept {
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != pattern_byte(seed, first + i)) {

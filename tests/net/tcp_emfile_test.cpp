@@ -79,7 +79,8 @@ using cyan::net::tcp_socket;
     const int first_client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int second_client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     std::vector<int> fillers;
-    for (int fd; fillers.size() < 100'000 && (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+    for (int fd;
+         fillers.size() < 100'000 && (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
       fillers.push_back(fd);
     }
     if (errno != EMFILE) {
@@ -135,7 +136,8 @@ TEST(tcp_death, accept_out_of_descriptors_reports_emfile_without_spinning_and_re
   GTEST_SKIP() << "UBSan's vptr check cannot run with the descriptor table full";
 #endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(check_accept_out_of_descriptors(), ::testing::ExitedWithCode(0), "emfile: refused [1-9]");
+  EXPECT_EXIT(check_accept_out_of_descriptors(), ::testing::ExitedWithCode(0),
+              "emfile: refused [1-9]");
 }
 
 }  // namespace

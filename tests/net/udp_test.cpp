@@ -34,19 +34,22 @@ TEST(udp, a_round_trip_reports_each_sender) {
     std::byte buffer[64];
     const auto got = co_await server.receive_from(buffer, 5s);
     EXPECT_FALSE(got.truncated);
-    std::string reply = "re:" + std::string(cyan::net::as_string_view(std::span(buffer).first(got.size)));
+    std::string reply =
+        "re:" + std::string(cyan::net::as_string_view(std::span(buffer).first(got.size)));
     EXPECT_EQ(co_await server.send_to(cyan::net::buffer(reply), got.sender, 5s), reply.size());
     co_return got.sender;
   });
-  const auto [reply, client_address] = run_on(client_thread, [&]() -> task<std::pair<std::string, endpoint>> {
-    auto client = udp_socket::bind(endpoint::loopback_v4());
-    co_await client.send_to(cyan::net::buffer("ping"), address, 5s);
-    std::byte buffer[64];
-    const auto got = co_await client.receive_from(buffer, 5s);
-    EXPECT_EQ(got.sender, address);
-    co_return std::pair{ std::string(cyan::net::as_string_view(std::span(buffer).first(got.size))),
-                         client.local_endpoint() };
-  });
+  const auto [reply, client_address] =
+      run_on(client_thread, [&]() -> task<std::pair<std::string, endpoint>> {
+        auto client = udp_socket::bind(endpoint::loopback_v4());
+        co_await client.send_to(cyan::net::buffer("ping"), address, 5s);
+        std::byte buffer[64];
+        const auto got = co_await client.receive_from(buffer, 5s);
+        EXPECT_EQ(got.sender, address);
+        co_return std::pair{ std::string(
+                                 cyan::net::as_string_view(std::span(buffer).first(got.size))),
+                             client.local_endpoint() };
+      });
   EXPECT_EQ(reply, "re:ping");
   EXPECT_EQ(served.get(), client_address);
 }

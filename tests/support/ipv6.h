@@ -16,7 +16,8 @@ inline bool kernel_has_ipv6() {
   ::sockaddr_in6 loopback{};
   loopback.sin6_family = AF_INET6;
   loopback.sin6_addr = in6addr_loopback;
-  const bool bound = ::bind(probe, reinterpret_cast<const ::sockaddr*>(&loopback), sizeof loopback) == 0;
+  const bool bound =
+      ::bind(probe, reinterpret_cast<const ::sockaddr*>(&loopback), sizeof loopback) == 0;
   ::close(probe);
   return bound;
 }

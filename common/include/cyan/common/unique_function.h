@@ -37,9 +37,10 @@ class unique_function<R(Args...)> {
   /// `f` throws, or std::bad_alloc when `f` does not fit inline and the allocation fails;
   /// `*this` is then not constructed.
   template <typename F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, unique_function> &&
-             std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
-  unique_function(F&& f) {  // NOLINT(google-explicit-constructor): a callable converts implicitly
+  requires(!std::is_same_v<std::remove_cvref_t<F>, unique_function> &&
+           std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
+      unique_function(
+          F&& f) {  // NOLINT(google-explicit-constructor): a callable converts implicitly
     using closure = std::decay_t<F>;
     if constexpr (stored_inline<closure>) {
       ::new (static_cast<void*>(storage_)) closure(std::forward<F>(f));
@@ -98,10 +99,9 @@ class unique_function<R(Args...)> {
 
   /// True when a closure of type F is stored without allocating.
   template <typename F>
-  static constexpr bool stored_inline = sizeof(F) <= inline_capacity &&
-                                        alignof(F) <= alignof(std::max_align_t) &&
-                                        std::is_nothrow_move_constructible_v<F> &&
-                                        std::is_nothrow_destructible_v<F>;
+  static constexpr bool stored_inline =
+      sizeof(F) <= inline_capacity && alignof(F) <= alignof(std::max_align_t) &&
+      std::is_nothrow_move_constructible_v<F>&& std::is_nothrow_destructible_v<F>;
 
  private:
   struct operations {
@@ -124,24 +124,24 @@ class unique_function<R(Args...)> {
 
   template <typename F>
   static constexpr operations inline_ops{
-      [](void* storage, Args&&... args) -> R {
-        return call(*static_cast<F*>(storage), std::forward<Args>(args)...);
-      },
-      [](void* from, void* to) noexcept {
-        ::new (to) F(std::move(*static_cast<F*>(from)));
-        static_cast<F*>(from)->~F();
-      },
-      [](void* storage) noexcept { static_cast<F*>(storage)->~F(); },  // stored_inline: nothrow
+    [](void* storage, Args&&... args) -> R {
+      return call(*static_cast<F*>(storage), std::forward<Args>(args)...);
+    },
+    [](void* from, void* to) noexcept {
+      ::new (to) F(std::move(*static_cast<F*>(from)));
+      static_cast<F*>(from)->~F();
+    },
+    [](void* storage) noexcept { static_cast<F*>(storage)->~F(); },  // stored_inline: nothrow
   };
 
   template <typename F>
   static constexpr operations heap_ops{
-      [](void* storage, Args&&... args) -> R {
-        return call(**static_cast<F**>(storage), std::forward<Args>(args)...);
-      },
-      [](void* from, void* to) noexcept { ::new (to) F*(*static_cast<F**>(from)); },
-      // The delete expression frees the memory even when the destructor throws.
-      [](void* storage) { delete *static_cast<F**>(storage); },
+    [](void* storage, Args&&... args) -> R {
+      return call(**static_cast<F**>(storage), std::forward<Args>(args)...);
+    },
+    [](void* from, void* to) noexcept { ::new (to) F*(*static_cast<F**>(from)); },
+    // The delete expression frees the memory even when the destructor throws.
+    [](void* storage) { delete *static_cast<F**>(storage); },
   };
 
   void take(unique_function& other) noexcept {

@@ -40,30 +40,29 @@ class async_scope : noncopyable {
   /// stopped executor the child is destroyed unrun (and counted out) without an exception.
   template <typename Executor, typename X>
   requires(std::same_as<Executor, handler_thread> || std::same_as<Executor, thread_pool>) &&
-          detail::spawnable<X>
-  void spawn(Executor& executor, X&& t) {
+      detail::spawnable<X> void spawn(Executor& executor, X&& t) {
     ticket counted(*this);
     if constexpr (detail::is_task<std::remove_cvref_t<X>>) {
-      co_spawn(executor,
-               [counted = std::move(counted), child = std::forward<X>(t)]() mutable {
-                 return std::move(child);
-               },
-               source_.get_token(), detached);
+      co_spawn(
+          executor,
+          [counted = std::move(counted), child = std::forward<X>(t)]() mutable {
+            return std::move(child);
+          },
+          source_.get_token(), detached);
     } else {
-      co_spawn(executor,
-               [counted = std::move(counted), make = std::forward<X>(t)]() mutable {
-                 return std::invoke(std::move(make));
-               },
-               source_.get_token(), detached);
+      co_spawn(
+          executor,
+          [counted = std::move(counted), make = std::forward<X>(t)]() mutable {
+            return std::invoke(std::move(make));
+          },
+          source_.get_token(), detached);
     }
   }
 
   /// spawn() on the global pool.
   template <typename X>
   requires detail::spawnable<X>
-  void spawn(X&& t) {
-    spawn(global_concurrent_pool(), std::forward<X>(t));
-  }
+  void spawn(X&& t) { spawn(global_concurrent_pool(), std::forward<X>(t)); }
 
   /// Asks every child, present and future, to stop. Never throws.
   void request_stop() noexcept { source_.request_stop(); }
@@ -119,9 +118,10 @@ class async_scope::join_awaiter {
   [[nodiscard]] bool await_ready() const { return scope_.size() == 0; }
   template <typename Promise>
   bool await_suspend(std::coroutine_handle<Promise> suspended) {
-    return scope_.wait(suspended, detail::wants_home<Promise> ? detail::current_executor()
-                                                               : detail::executor_ref{},
-                       detail::branch_of(suspended));
+    return scope_.wait(
+        suspended,
+        detail::wants_home<Promise> ? detail::current_executor() : detail::executor_ref{},
+        detail::branch_of(suspended));
   }
   void await_resume() const noexcept {}
 

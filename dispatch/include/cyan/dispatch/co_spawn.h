@@ -1,8 +1,8 @@
 #pragma once
 
 #include <concepts>
-#include <cstddef>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -42,7 +42,7 @@ inline constexpr bool is_task<task<T>> = true;
 /// A callable that returns a task when invoked as an rvalue, with no arguments.
 template <typename F>
 concept task_factory = std::invocable<std::decay_t<F>> &&
-                       is_task<std::remove_cvref_t<std::invoke_result_t<std::decay_t<F>>>>;
+    is_task<std::remove_cvref_t<std::invoke_result_t<std::decay_t<F>>>>;
 
 /// What co_spawn() accepts: a task, or a task_factory.
 template <typename X>
@@ -57,13 +57,12 @@ struct spawned_task<task<T>> {
 
 /// The task<T> that spawning X runs.
 template <typename X>
-using spawned_task_t = typename std::conditional_t<
-    is_task<std::remove_cvref_t<X>>, std::type_identity<std::remove_cvref_t<X>>,
-    std::invoke_result<std::decay_t<X>>>::type;
+using spawned_task_t = typename std::conditional_t<is_task<std::remove_cvref_t<X>>,
+                                                   std::type_identity<std::remove_cvref_t<X>>,
+                                                   std::invoke_result<std::decay_t<X>>>::type;
 
 /// Where a detached task's exception goes: the executor's error path.
 using error_sink = void (*)(void* executor, std::exception_ptr error) noexcept;
-
 
 /// Room for the next spawn driver's frame, offered by the spawn state being constructed.
 struct driver_space {
@@ -101,7 +100,8 @@ class spawn_driver {
 
     // The frame lives in the spawn state's driver_room when it fits (one allocation per
     // spawn fewer), else in the frame pool; a 16-byte header says which. The space is handed
-    // over through next_driver_space by the spawn state's constructor, right before it calls drive().
+    // over through next_driver_space by the spawn state's constructor, right before it calls
+    // drive().
     static void* operator new(std::size_t size) {
       const driver_space offered = std::exchange(next_driver_space, driver_space{});
       return place(size, offered.bytes, offered.capacity);
@@ -151,8 +151,8 @@ class spawn_state final : public shared_state<typename spawned_task_t<X>::value_
   using value_type = typename task_type::value_type;
 
   template <typename Y>
-  spawn_state(Y&& spawned, std::stop_token user_token, spawn_registry& registry,
-              error_sink sink, void* executor)
+  spawn_state(Y&& spawned, std::stop_token user_token, spawn_registry& registry, error_sink sink,
+              void* executor)
       : branch_root(registry.discarding()), registry_(registry), sink_(sink), executor_(executor) {
     if constexpr (is_task<std::remove_cvref_t<X>>) {
       task_ = std::forward<Y>(spawned);
@@ -264,8 +264,8 @@ class spawn_state final : public shared_state<typename spawned_task_t<X>::value_
     }
   }
 
-  using factory_type = std::conditional_t<is_task<std::remove_cvref_t<X>>, std::monostate,
-                                          std::decay_t<X>>;
+  using factory_type =
+      std::conditional_t<is_task<std::remove_cvref_t<X>>, std::monostate, std::decay_t<X>>;
 
   std::optional<factory_type> factory_;
   task_type task_;
@@ -343,8 +343,8 @@ auto spawn(Executor& executor, X&& spawned, std::stop_token token, bool detach) 
 /// [any thread] Throws std::bad_alloc, and what moving `t` throws.
 template <typename Executor, typename X>
 requires(std::same_as<Executor, handler_thread> || std::same_as<Executor, thread_pool>) &&
-        detail::spawnable<X>
-[[nodiscard]] auto co_spawn(Executor& executor, X&& t, std::stop_token token = {}) {
+    detail::spawnable<X> [[nodiscard]] auto co_spawn(Executor& executor, X&& t,
+                                                     std::stop_token token = {}) {
   return detail::spawn(executor, std::forward<X>(t), std::move(token), false);
 }
 
@@ -355,16 +355,15 @@ requires(std::same_as<Executor, handler_thread> || std::same_as<Executor, thread
 /// stopped task ends), and the cancellation of a task its executor discarded.
 template <typename Executor, typename X>
 requires(std::same_as<Executor, handler_thread> || std::same_as<Executor, thread_pool>) &&
-        detail::spawnable<X>
-void co_spawn(Executor& executor, X&& t, detached_t) {
+    detail::spawnable<X> void co_spawn(Executor& executor, X&& t, detached_t) {
   (void)detail::spawn(executor, std::forward<X>(t), std::stop_token(), true);
 }
 
 /// co_spawn(executor, t, detached) with a stop token.
 template <typename Executor, typename X>
 requires(std::same_as<Executor, handler_thread> || std::same_as<Executor, thread_pool>) &&
-        detail::spawnable<X>
-void co_spawn(Executor& executor, X&& t, std::stop_token token, detached_t) {
+    detail::spawnable<X> void co_spawn(Executor& executor, X&& t, std::stop_token token,
+                                       detached_t) {
   (void)detail::spawn(executor, std::forward<X>(t), std::move(token), true);
 }
 

@@ -18,7 +18,8 @@ namespace cyan::net {
 }
 
 /// `size` bytes at `data`.
-[[nodiscard]] inline std::span<const std::byte> buffer(const void* data, std::size_t size) noexcept {
+[[nodiscard]] inline std::span<const std::byte> buffer(const void* data,
+                                                       std::size_t size) noexcept {
   return { static_cast<const std::byte*>(data), size };
 }
 [[nodiscard]] inline std::span<std::byte> buffer(void* data, std::size_t size) noexcept {

@@ -74,7 +74,9 @@ class endpoint {
   /// The space (capacity() bytes) for the kernel to fill in, for recvfrom/accept: pass it and
   /// the size the kernel wrote to from_sockaddr() to get the endpoint; size() is not updated.
   [[nodiscard]] ::sockaddr* storage() noexcept;
-  [[nodiscard]] static constexpr ::socklen_t capacity() noexcept { return sizeof(::sockaddr_storage); }
+  [[nodiscard]] static constexpr ::socklen_t capacity() noexcept {
+    return sizeof(::sockaddr_storage);
+  }
 
   /// Hash of what operator== compares.
   [[nodiscard]] std::size_t hash() const noexcept;

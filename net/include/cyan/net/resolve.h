@@ -22,7 +22,7 @@ enum class resolve_flags : unsigned {
 /// duplicates. The calling task resumes on its own thread. Throws std::system_error in
 /// resolve_category() (message from gai_strerror(), e.g. "Name or service not known") when the
 /// lookup fails, with the errno in std::generic_category() for EAI_SYSTEM.
-[[nodiscard]] dispatch::task<std::vector<endpoint>> resolve(std::string host, std::string service,
-                                                           resolve_flags flags = resolve_flags::none);
+[[nodiscard]] dispatch::task<std::vector<endpoint>> resolve(
+    std::string host, std::string service, resolve_flags flags = resolve_flags::none);
 
 }  // namespace cyan::net

@@ -106,8 +106,8 @@ class tcp_socket {
     return { core(), buffer, detail::kNoTimeout };
   }
   template <typename Rep, typename Period>
-  [[nodiscard]] detail::read_exact_op read_exact(std::span<std::byte> buffer,
-                                                 std::chrono::duration<Rep, Period> limit) noexcept {
+  [[nodiscard]] detail::read_exact_op read_exact(
+      std::span<std::byte> buffer, std::chrono::duration<Rep, Period> limit) noexcept {
     return { core(), buffer, detail::to_timeout(limit) };
   }
 
@@ -117,8 +117,8 @@ class tcp_socket {
     return { core(), buffer, detail::kNoTimeout };
   }
   template <typename Rep, typename Period>
-  [[nodiscard]] detail::write_some_op write_some(std::span<const std::byte> buffer,
-                                                 std::chrono::duration<Rep, Period> limit) noexcept {
+  [[nodiscard]] detail::write_some_op write_some(
+      std::span<const std::byte> buffer, std::chrono::duration<Rep, Period> limit) noexcept {
     return { core(), buffer, detail::to_timeout(limit) };
   }
 
@@ -173,7 +173,8 @@ class tcp_socket {
  private:
   friend class detail::connect_op;
   friend class detail::accept_op;
-  explicit tcp_socket(std::unique_ptr<detail::socket_core> core) noexcept : core_(std::move(core)) {}
+  explicit tcp_socket(std::unique_ptr<detail::socket_core> core) noexcept
+      : core_(std::move(core)) {}
   [[nodiscard]] detail::socket_core* core() const noexcept { return core_.get(); }
 
   std::unique_ptr<detail::socket_core> core_;
@@ -231,7 +232,9 @@ class tcp_listener {
   /// Stops listening; a pending accept() resumes with operation_canceled.
   void close() noexcept;
 
-  [[nodiscard]] bool is_open() const noexcept { return state_ != nullptr && state_->core.is_open(); }
+  [[nodiscard]] bool is_open() const noexcept {
+    return state_ != nullptr && state_->core.is_open();
+  }
   /// The bound address, with the real port after binding to port 0. Throws std::system_error.
   [[nodiscard]] endpoint local_endpoint() const;
   [[nodiscard]] int native_handle() const noexcept { return is_open() ? state_->core.fd() : -1; }

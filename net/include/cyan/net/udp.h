@@ -87,7 +87,8 @@ class udp_socket {
   [[nodiscard]] int native_handle() const noexcept { return is_open() ? core_->fd() : -1; }
 
  private:
-  explicit udp_socket(std::unique_ptr<detail::socket_core> core) noexcept : core_(std::move(core)) {}
+  explicit udp_socket(std::unique_ptr<detail::socket_core> core) noexcept
+      : core_(std::move(core)) {}
   [[nodiscard]] detail::socket_core* core() const noexcept { return core_.get(); }
 
   std::unique_ptr<detail::socket_core> core_;
