@@ -27,13 +27,13 @@ command_line& command_line::option(const std::string& name, const std::string& f
                                    const std::string& help) {
   const bool numeric =
       !fallback.empty() && fallback.find_first_not_of("0123456789") == std::string::npos;
-  entries_[name] = { fallback, help, false, numeric };
+  entries_[name] = { fallback, fallback, help, false, numeric };
   order_.push_back(name);
   return *this;
 }
 
 command_line& command_line::flag(const std::string& name, const std::string& help) {
-  entries_[name] = { "", help, true, false };
+  entries_[name] = { "", "", help, true, false };
   order_.push_back(name);
   return *this;
 }
@@ -53,7 +53,7 @@ void command_line::usage(int status) const {
   for (const std::string& name : order_) {
     const entry& e = entries_.at(name);
     std::fprintf(out, "  --%-20s %s%s%s%s\n", (name + (e.is_flag ? "" : " N")).c_str(),
-                 e.help.c_str(), e.is_flag ? "" : " (default ", e.is_flag ? "" : e.value.c_str(),
+                 e.help.c_str(), e.is_flag ? "" : " (default ", e.is_flag ? "" : e.fallback.c_str(),
                  e.is_flag ? "" : ")");
   }
   std::fprintf(out, "  --%-20s %s\n", "help", "this text");
@@ -84,8 +84,8 @@ void command_line::parse(int argc, char** argv) {
     if (e.numeric &&
         (e.value.empty() || e.value.find_first_not_of("0123456789") != std::string::npos ||
          e.value.size() > 12)) {
-      std::fprintf(stderr, "%s: %s needs a non-negative number, not \"%s\"\n", program_.c_str(),
-                   arg.c_str(), e.value.c_str());
+      std::fprintf(stderr, "%s: %s needs a non-negative number of at most 12 digits, not \"%s\"\n",
+                   program_.c_str(), arg.c_str(), e.value.c_str());
       usage(2);
     }
   }

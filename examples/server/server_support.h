@@ -54,6 +54,7 @@ class command_line {
  private:
   struct entry {
     std::string value;
+    std::string fallback;  // the default, which usage() shows
     std::string help;
     bool is_flag = false;
     bool numeric = false;

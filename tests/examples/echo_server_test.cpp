@@ -161,4 +161,18 @@ TEST(EchoServer, HelpExitsZeroAndAnUnknownOptionExitsTwo) {
   EXPECT_EQ(wrong.wait(10s), 2);
 }
 
+// The usage is the same whatever else the command line holds: each option's default, not
+// the value given before --help.
+TEST(EchoServer, HelpShowsTheDefaultsNotTheValuesGiven) {
+  child_process help({ CYAN_PROGRAM_ECHO_SERVER, "--idle-ms", "5", "--port", "7", "--help" }, -1);
+  const std::string usage = help.read_all(10s);
+  EXPECT_EQ(help.wait(10s), 0);
+  EXPECT_NE(usage.find("close a connection after this long without data (default 60000)\n"),
+            std::string::npos)
+      << usage;
+  EXPECT_NE(usage.find("TCP port to listen on (0: a free port, printed) (default 0)\n"),
+            std::string::npos)
+      << usage;
+}
+
 }  // namespace
