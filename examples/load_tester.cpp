@@ -6,7 +6,8 @@
 //               [--max-seconds S]
 //
 //   echo   each request writes B bytes (a per-connection pattern with the request's number in
-//          front) and reads exactly B back, which must be the same bytes;
+//          front) and reads exactly B back, which must be the same bytes; a message over 64 KiB
+//          is read back while it is being written (the socket buffers cannot hold it all);
 //   http   each request is "GET <path> HTTP/1.1" on a keep-alive connection; the response's
 //          status line, headers and body (Content-Length, or until the server closes) are
 //          read; a status other than 2xx counts as invalid. A server that closes the
@@ -139,6 +140,12 @@ std::atomic<bool> g_connect_reported, g_read_reported, g_write_reported, g_inval
 
 enum class outcome { valid, valid_and_closed, failed };
 
+// Up to this size a message fits in the socket buffers of the two ends, so it is written whole
+// and then read back. A larger one is read back while it is being written: written whole
+// first, it would fill the buffers, and then the server would wait for us to read while we
+// wait for it to read.
+constexpr std::size_t kWriteThenRead = 64 * 1024;
+
 // One echo request: write the message, read as many bytes back, compare.
 class echo_exchange {
  public:
@@ -152,20 +159,16 @@ class echo_exchange {
                     thread_stats& stats) {
     std::memcpy(sent_.data(), &number,
                 std::min(sent_.size(), sizeof number));  // a stale echo differs
-    try {
-      co_await socket.write_all(sent_, settings.timeout);
-      stats.write_ok.bump();
-    } catch (const std::system_error& e) {
-      stats.write_fail.bump();
-      report_once(g_write_reported, "write", e);
-      co_return outcome::failed;
+    bool echoed = false;
+    if (sent_.size() <= kWriteThenRead) {
+      echoed = co_await write(socket, settings, stats) && co_await read(socket, settings, stats);
+    } else {
+      // Each direction counts its own success or failure.
+      const auto [wrote, read_back] = co_await cyan::dispatch::when_all(
+          write(socket, settings, stats), read(socket, settings, stats));
+      echoed = wrote && read_back;
     }
-    try {
-      co_await socket.read_exact(received_, settings.timeout);
-      stats.read_ok.bump();
-    } catch (const std::system_error& e) {
-      stats.read_fail.bump();
-      report_once(g_read_reported, "read", e);
+    if (!echoed) {
       co_return outcome::failed;
     }
     if (sent_ != received_) {
@@ -178,6 +181,30 @@ class echo_exchange {
   }
 
  private:
+  task<bool> write(tcp_socket& socket, const run_settings& settings, thread_stats& stats) {
+    try {
+      co_await socket.write_all(sent_, settings.timeout);
+      stats.write_ok.bump();
+      co_return true;
+    } catch (const std::system_error& e) {
+      stats.write_fail.bump();
+      report_once(g_write_reported, "write", e);
+      co_return false;
+    }
+  }
+
+  task<bool> read(tcp_socket& socket, const run_settings& settings, thread_stats& stats) {
+    try {
+      co_await socket.read_exact(received_, settings.timeout);
+      stats.read_ok.bump();
+      co_return true;
+    } catch (const std::system_error& e) {
+      stats.read_fail.bump();
+      report_once(g_read_reported, "read", e);
+      co_return false;
+    }
+  }
+
   std::vector<std::byte> sent_;
   std::vector<std::byte> received_;
 };
@@ -316,6 +343,16 @@ void print_summary(double seconds, const totals& t, const latency_histogram& lat
   std::fflush(stdout);
 }
 
+// The option `name`, which a zero would make meaningless: a zero is a mistake, said so rather
+// than quietly run as 1.
+long long at_least_one(const command_line& cli, const char* name) {
+  const long long value = cli.number(name);
+  if (value < 1) {
+    throw std::invalid_argument(std::string("--") + name + " must be at least 1");
+  }
+  return value;
+}
+
 run_settings read_settings(const command_line& cli) {
   run_settings s;
   const std::string& kind = cli.text("mode");
@@ -329,13 +366,13 @@ run_settings read_settings(const command_line& cli) {
   }
   s.request = "GET " + cli.text("path") + " HTTP/1.1\r\nHost: " + cli.text("host") + ":" +
               cli.text("port") + "\r\n\r\n";
-  s.connections = static_cast<unsigned>(std::max(1LL, cli.number("connections")));
+  s.connections = static_cast<unsigned>(at_least_one(cli, "connections"));
   s.threads = static_cast<unsigned>(
-      std::clamp(cli.number("threads"), 1LL, static_cast<long long>(s.connections)));
+      std::min(at_least_one(cli, "threads"), static_cast<long long>(s.connections)));
   s.requests = static_cast<std::uint64_t>(cli.number("requests"));
-  s.size = static_cast<std::size_t>(std::max(1LL, cli.number("size")));
-  s.timeout = std::chrono::milliseconds(std::max(1LL, cli.number("timeout-ms")));
-  s.max_seconds = std::chrono::seconds(std::max(1LL, cli.number("max-seconds")));
+  s.size = static_cast<std::size_t>(at_least_one(cli, "size"));
+  s.timeout = std::chrono::milliseconds(at_least_one(cli, "timeout-ms"));
+  s.max_seconds = std::chrono::seconds(at_least_one(cli, "max-seconds"));
   s.duration = std::chrono::seconds(cli.number("duration"));
   if (s.requests == 0 && s.duration == 0s) {
     throw std::invalid_argument("give --requests N or --duration S");

@@ -34,8 +34,9 @@ struct run_result {
 };
 
 run_result run_load(std::vector<std::string> arguments) {
-  arguments.insert(arguments.begin(), CYAN_PROGRAM_LOAD_TESTER);
-  arguments.insert(arguments.end(), { "--timeout-ms", "5000", "--max-seconds", "30" });
+  // The bounds first: a test's own --timeout-ms or --max-seconds comes later and wins.
+  arguments.insert(arguments.begin(),
+                   { CYAN_PROGRAM_LOAD_TESTER, "--timeout-ms", "5000", "--max-seconds", "30" });
   child_process load(arguments, -1);
   run_result r;
   r.output = load.read_all(40s);
@@ -93,6 +94,33 @@ TEST(LoadTester, DurationPrintsTotalsEverySecond) {
   EXPECT_GE(r.result.at("seconds"), 2.0);
   EXPECT_LT(r.result.at("seconds"), 10.0);
   EXPECT_EQ(r.result.at("errors"), 0);
+}
+
+// 64 MiB is more than both ends' socket buffers hold together (the tcp_wmem and tcp_rmem
+// maxima are 4 and 6 MiB by default; 4 and 32 on the development machine): written whole
+// before any of it is read back, the message would stall both ends until the write timed out.
+TEST(LoadTester, EchoesAMessageLargerThanTheSocketBuffersHold) {
+  echo_server server;
+  ASSERT_TRUE(server.up());
+  const run_result r = run_load({ "--port", server.port(), "--connections", "1", "--requests", "2",
+                                  "--size", std::to_string(64 << 20) });
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.result.at("requests"), 2) << r.output;
+  EXPECT_NE(r.output.find("errors 0: connect 0, read 0, write 0, invalid 0\n"), std::string::npos)
+      << r.output;
+}
+
+// A zero where a count or a time is needed is a mistake, said so (exit status 2) rather than
+// quietly run as 1.
+TEST(LoadTester, RejectsAZeroCountOrTime) {
+  echo_server server;
+  ASSERT_TRUE(server.up());
+  for (const char* option :
+       { "--connections", "--threads", "--size", "--timeout-ms", "--max-seconds" }) {
+    const run_result r = run_load({ "--port", server.port(), "--requests", "3", option, "0" });
+    EXPECT_EQ(r.status, 2) << option << ": " << r.output;
+    EXPECT_TRUE(r.result.empty()) << option << ": " << r.output;
+  }
 }
 
 TEST(LoadTester, NoServerCountsConnectFailuresAndExitsNonZero) {
