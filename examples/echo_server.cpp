@@ -28,6 +28,7 @@ namespace {
 
 using cyan::dispatch::task;
 using cyan::examples::command_line;
+using cyan::examples::error_report;
 using cyan::examples::server_runtime;
 using cyan::net::endpoint;
 using cyan::net::socket_handle;
@@ -93,6 +94,7 @@ class connection_placement {
 task<> accept_loop(tcp_listener listener, unsigned index, connection_placement placement,
                    server_context* context) {
   server_runtime& runtime = context->runtime;
+  error_report accept_errors("echo_server: accept");
   for (;;) {
     try {
       tcp_socket connection = co_await listener.accept();
@@ -106,7 +108,7 @@ task<> accept_loop(tcp_listener listener, unsigned index, connection_placement p
       if (e.code() == std::errc::operation_canceled) {
         co_return;  // shutdown: stop accepting
       }
-      std::fprintf(stderr, "echo_server: accept: %s\n", e.what());  // e.g. EMFILE: go on
+      accept_errors(e);  // e.g. EMFILE: go on
     }
   }
 }

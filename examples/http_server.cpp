@@ -56,6 +56,7 @@ namespace {
 using namespace std::chrono_literals;
 using cyan::dispatch::task;
 using cyan::examples::command_line;
+using cyan::examples::error_report;
 using cyan::examples::server_runtime;
 using cyan::examples::http::connection;
 using cyan::examples::http::connection_header;
@@ -155,6 +156,7 @@ task<> refuse(tcp_socket socket, thread_state* home) {
 task<> accept_loop(tcp_listener listener, unsigned index, server_context* context) {
   server_runtime& runtime = context->runtime;
   thread_state* home = context->states[index].get();
+  error_report accept_errors("http_server: accept");
   for (;;) {
     try {
       tcp_socket connection = co_await listener.accept();
@@ -170,7 +172,7 @@ task<> accept_loop(tcp_listener listener, unsigned index, server_context* contex
       if (e.code() == std::errc::operation_canceled) {
         co_return;  // shutdown: stop accepting
       }
-      std::fprintf(stderr, "http_server: accept: %s\n", e.what());  // e.g. EMFILE: go on
+      accept_errors(e);  // e.g. EMFILE: go on
     }
   }
 }

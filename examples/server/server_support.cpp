@@ -121,6 +121,29 @@ bool is_disconnect(const std::system_error& e) noexcept {
          e.code() == std::errc::broken_pipe;
 }
 
+error_report::~error_report() {
+  if (left_out_ > 0) {
+    std::fprintf(stderr, "%s: %llu more left out since the last report\n", what_.c_str(),
+                 left_out_);
+  }
+}
+
+void error_report::operator()(const std::exception& e) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < quiet_until_) {
+    ++left_out_;
+    return;
+  }
+  if (left_out_ == 0) {
+    std::fprintf(stderr, "%s: %s\n", what_.c_str(), e.what());
+  } else {
+    std::fprintf(stderr, "%s: %s (and %llu more left out since the last report)\n", what_.c_str(),
+                 e.what(), left_out_);
+  }
+  left_out_ = 0;
+  quiet_until_ = now + std::chrono::seconds(1);
+}
+
 // ---- server_runtime ----
 
 // SIGINT and SIGTERM end the main loop, and so does stop() through an async.

@@ -121,4 +121,26 @@ class server_runtime {
 /// (operation_canceled, ECONNRESET, EPIPE): nothing worth a line on stderr.
 [[nodiscard]] bool is_disconnect(const std::system_error& e) noexcept;
 
+/// Writes the errors of one kind (a listener's accept failures) to stderr at most once a
+/// second; a line after some were left out says how many. A client that keeps connecting to a
+/// server whose descriptor table is full makes every accept fail: one line per failure would
+/// fill the log and keep the thread writing to stderr. [one thread]
+class error_report {
+ public:
+  /// `what` starts each line, e.g. "http_server: accept".
+  explicit error_report(std::string what) : what_(std::move(what)) {}
+  /// Writes how many were left out since the last line, if any.
+  ~error_report();
+  error_report(const error_report&) = delete;
+  error_report& operator=(const error_report&) = delete;
+
+  /// Reports `e` now, or counts it when a line was written less than a second ago.
+  void operator()(const std::exception& e);
+
+ private:
+  std::string what_;
+  std::chrono::steady_clock::time_point quiet_until_{};
+  unsigned long long left_out_ = 0;
+};
+
 }  // namespace cyan::examples

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bench/process.h"
 #include "loopback_client.h"
@@ -173,6 +174,52 @@ TEST(EchoServer, HelpShowsTheDefaultsNotTheValuesGiven) {
   EXPECT_NE(usage.find("TCP port to listen on (0: a free port, printed) (default 0)\n"),
             std::string::npos)
       << usage;
+}
+
+// With its descriptor table full, every connection a client makes fails the server's accept.
+// The server says so at most once a second, with the count it left out, not once per failure:
+// a client that keeps connecting must not fill the log, nor keep the thread writing to stderr.
+TEST(EchoServer, AcceptFailuresAreReportedAtMostOnceASecond) {
+  // RLIMIT_NOFILE 64 (the server's own descriptors take ~15 of them); stderr into the pipe.
+  child_process server({ "/bin/sh", "-c",
+                         std::string("ulimit -n 64 && exec ") + CYAN_PROGRAM_ECHO_SERVER +
+                             " --port 0 --threads 1 2>&1" },
+                       -1);
+  const unsigned port = start_server(server);
+  ASSERT_NE(port, 0u);
+  std::vector<int> held;  // more than the server can take
+  for (int i = 0; i < 80; ++i) {
+    held.push_back(connect_to(port));
+  }
+  // Each connection now fails an accept: 1.5 s of them, paced (a few thousand, not tens of
+  // thousands: the tests that run alongside keep their share of the two cores).
+  const auto start = std::chrono::steady_clock::now();
+  int attempts = 0;
+  for (; std::chrono::steady_clock::now() < start + 1500ms && attempts < 10'000; ++attempts) {
+    const int fd = connect_to(port);
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    std::this_thread::sleep_for(200us);
+  }
+  for (const int fd : held) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  EXPECT_EQ(server.stop(10s), 0);
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  const std::string output = server.read_all(10s);
+  int reports = 0;
+  for (std::size_t at = output.find("echo_server: accept:"); at != std::string::npos;
+       at = output.find("echo_server: accept:", at + 1)) {
+    ++reports;
+  }
+  // The first failure, one line per whole second after it, and the count left out at the end.
+  const int most = 2 + static_cast<int>(seconds.count());
+  EXPECT_GE(reports, 2) << output;
+  EXPECT_LE(reports, most) << attempts << " attempts in " << seconds.count() << " s:\n" << output;
+  EXPECT_NE(output.find(" more left out since the last report"), std::string::npos) << output;
 }
 
 }  // namespace
