@@ -180,6 +180,11 @@ TEST(EchoServer, HelpShowsTheDefaultsNotTheValuesGiven) {
 // The server says so at most once a second, with the count it left out, not once per failure:
 // a client that keeps connecting must not fill the log, nor keep the thread writing to stderr.
 TEST(EchoServer, AcceptFailuresAreReportedAtMostOnceASecond) {
+#ifdef CYAN_TEST_UBSAN
+  // Its vptr check probes memory through a pipe(), which fails while the server's descriptor
+  // table is full, and then reports the std::system_error being caught as invalid.
+  GTEST_SKIP() << "UBSan's vptr check cannot run with the descriptor table full";
+#endif
   // RLIMIT_NOFILE 64 (the server's own descriptors take ~15 of them); stderr into the pipe.
   child_process server({ "/bin/sh", "-c",
                          std::string("ulimit -n 64 && exec ") + CYAN_PROGRAM_ECHO_SERVER +
