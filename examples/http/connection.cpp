@@ -17,6 +17,8 @@ constexpr std::size_t kFlushBytes = 64 * 1024;
 // A connection lets the thread's other work run after this many reads: its reads may all find
 // data at once (a client that pipelines without pause) and never give the loop a turn.
 constexpr unsigned kReadsBeforeYield = 32;
+// The interim answer to "Expect: 100-continue": send the body.
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 // The errors that only mean the client went away, was too slow, or the server is stopping.
 bool is_quiet(const std::system_error& e) {
@@ -117,7 +119,8 @@ dispatch::task<> connection::run() {
 //               of the request in progress (a timeout throws); an idle read ends when draining;
 //   2. answer   parse them, appending each request's response to out_ (answer());
 //   3. write    out_ (and a large body), all the answers at once; then on to (2) with what is
-//               left of the input, or to (1) when it is all parsed.
+//               left of the input, or to (1) when it is all parsed, after "100 Continue" when
+//               the request in progress waits for it (Expect: 100-continue).
 // Ends after a response that closes, at end of stream, or when the server drains between two
 // requests.
 dispatch::task<> connection::exchange() {
@@ -149,6 +152,10 @@ dispatch::task<> connection::exchange() {
       if (closing_) {
         co_return;
       }
+    }
+    if (parser_.continue_expected()) {
+      parser_.continue_sent();
+      co_await socket_.write_all(net::buffer(kContinue), settings_.idle_timeout);
     }
     note_request_start();
   }

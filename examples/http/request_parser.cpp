@@ -1,15 +1,41 @@
 #include "http/request_parser.h"
 
+#include <cctype>
+
 namespace cyan::examples::http {
 
-// Only the callbacks the server needs: llhttp skips the spans (header names and values) that
-// have none, and Connection, Content-Length and Transfer-Encoding it interprets itself.
+namespace {
+
+// Adds a piece of a span that llhttp hands over in pieces: `start` keeps the span's first
+// characters in lower case, `length` counts all of them.
+template <std::size_t N>
+void collect(char (&start)[N], std::size_t& length, const char* at, std::size_t size) noexcept {
+  for (std::size_t i = 0; i < size && length + i < N; ++i) {
+    start[length + i] = static_cast<char>(std::tolower(static_cast<unsigned char>(at[i])));
+  }
+  length += size;
+}
+
+// Whether a span collected whole is `expected` (in lower case).
+template <std::size_t N>
+bool is(const char (&start)[N], std::size_t length, std::string_view expected) noexcept {
+  return length == expected.size() && length <= N && std::string_view(start, length) == expected;
+}
+
+}  // namespace
+
+// Only the callbacks the server needs: Connection, Content-Length and Transfer-Encoding llhttp
+// interprets itself; of the other headers only Host and Expect matter.
 const llhttp_settings_t request_parser::kSettings = [] {
   llhttp_settings_t settings;
   llhttp_settings_init(&settings);
   settings.on_message_begin = on_message_begin;
   settings.on_method = on_method;
   settings.on_url = on_url;
+  settings.on_header_field = on_header_field;
+  settings.on_header_field_complete = on_header_field_complete;
+  settings.on_header_value = on_header_value;
+  settings.on_header_value_complete = on_header_value_complete;
   settings.on_headers_complete = on_headers_complete;
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
@@ -80,6 +106,11 @@ int request_parser::on_message_begin(llhttp_t* parser) noexcept {
   self.header_mark_ = nullptr;
   self.body_bytes_ = 0;
   self.url_length_ = 0;
+  self.header_ = header::other;
+  self.name_length_ = 0;
+  self.hosts_ = 0;
+  self.expects_continue_ = false;
+  self.continue_expected_ = false;
   return HPE_OK;
 }
 
@@ -93,10 +124,42 @@ int request_parser::on_method(llhttp_t* parser, const char* at, std::size_t) noe
 
 int request_parser::on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept {
   request_parser& self = of(parser);
-  for (std::size_t i = 0; i < length && self.url_length_ + i < sizeof self.url_start_; ++i) {
-    self.url_start_[self.url_length_ + i] = at[i];
+  collect(self.url_start_, self.url_length_, at, length);
+  return HPE_OK;
+}
+
+int request_parser::on_header_field(llhttp_t* parser, const char* at, std::size_t length) noexcept {
+  request_parser& self = of(parser);
+  collect(self.name_start_, self.name_length_, at, length);
+  return HPE_OK;
+}
+
+int request_parser::on_header_field_complete(llhttp_t* parser) noexcept {
+  request_parser& self = of(parser);
+  self.header_ = is(self.name_start_, self.name_length_, "host")     ? header::host
+                 : is(self.name_start_, self.name_length_, "expect") ? header::expect
+                                                                     : header::other;
+  self.name_length_ = 0;
+  self.value_length_ = 0;
+  return HPE_OK;
+}
+
+int request_parser::on_header_value(llhttp_t* parser, const char* at, std::size_t length) noexcept {
+  request_parser& self = of(parser);
+  if (self.header_ == header::expect) {
+    collect(self.value_start_, self.value_length_, at, length);
   }
-  self.url_length_ += length;
+  return HPE_OK;
+}
+
+int request_parser::on_header_value_complete(llhttp_t* parser) noexcept {
+  request_parser& self = of(parser);
+  if (self.header_ == header::host) {
+    ++self.hosts_;
+  } else if (self.header_ == header::expect) {
+    self.expects_continue_ = is(self.value_start_, self.value_length_, "100-continue");
+  }
+  self.header_ = header::other;
   return HPE_OK;
 }
 
@@ -111,6 +174,16 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
     self.error_ = status::payload_too_large;
     return -1;
   }
+  // HTTP/1.1 requires exactly one Host (RFC 9112, 3.2); an HTTP/1.0 request may have none.
+  const bool http_1_1 = parser->http_major == 1 && parser->http_minor == 1;
+  if (self.hosts_ > 1 || (self.hosts_ == 0 && http_1_1)) {
+    self.error_ = status::bad_request;
+    return -1;
+  }
+  // "100 Continue" only for a body still to come, and never to a 1.0 client (RFC 9110, 15.2).
+  const bool body_follows = (parser->flags & F_CHUNKED) != 0 ||
+                            ((parser->flags & F_CONTENT_LENGTH) != 0 && parser->content_length > 0);
+  self.continue_expected_ = self.expects_continue_ && http_1_1 && body_follows;
   if (most > self.limits_.max_header_bytes) {
     self.measure_headers_ = true;
     return HPE_PAUSED;
@@ -121,6 +194,7 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
 
 int request_parser::on_body(llhttp_t* parser, const char*, std::size_t length) noexcept {
   request_parser& self = of(parser);
+  self.continue_expected_ = false;  // the client sends the body without waiting
   self.body_bytes_ += length;
   if (self.body_bytes_ > self.limits_.max_body_bytes) {  // chunked: no length known in advance
     self.error_ = status::payload_too_large;
@@ -142,6 +216,7 @@ int request_parser::on_message_complete(llhttp_t* parser) noexcept {
   r.keep_alive = llhttp_should_keep_alive(parser) != 0 && llhttp_get_upgrade(parser) == 0;
   r.http_1_0 = parser->http_major == 1 && parser->http_minor == 0;
   self.in_request_ = false;
+  self.continue_expected_ = false;
   return HPE_PAUSED;  // feed() returns this request before parsing the next
 }
 

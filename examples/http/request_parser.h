@@ -57,6 +57,12 @@ class request_parser {
   [[nodiscard]] bool in_request() const noexcept { return in_request_; }
   /// How many requests have begun to arrive: tells one request in progress from the next.
   [[nodiscard]] std::uint64_t requests_begun() const noexcept { return requests_begun_; }
+  /// The request in progress is an HTTP/1.1 one whose header section has arrived with
+  /// "Expect: 100-continue" and whose body has not: its client waits for "100 Continue" (or a
+  /// while) before it sends the body. Until continue_sent().
+  [[nodiscard]] bool continue_expected() const noexcept { return continue_expected_; }
+  /// The server has answered continue_expected() with "100 Continue".
+  void continue_sent() noexcept { continue_expected_ = false; }
 
  private:
   static const llhttp_settings_t kSettings;
@@ -66,6 +72,10 @@ class request_parser {
   static int on_message_begin(llhttp_t* parser) noexcept;
   static int on_method(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_header_field(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_header_field_complete(llhttp_t* parser) noexcept;
+  static int on_header_value(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_header_value_complete(llhttp_t* parser) noexcept;
   static int on_headers_complete(llhttp_t* parser) noexcept;
   static int on_body(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_message_complete(llhttp_t* parser) noexcept;
@@ -89,7 +99,18 @@ class request_parser {
   std::uint64_t body_bytes_ = 0;
   std::uint64_t requests_begun_ = 0;
   std::size_t url_length_ = 0;
-  char url_start_[2] = {};  // the first two characters of the request target
+  char url_start_[2] = {};  // the first two characters of the request target (lower case)
+  // The header being parsed, by the start of its name and value (either may come in pieces):
+  // only Host (counted: HTTP/1.1 needs exactly one) and Expect matter.
+  enum class header : std::uint8_t { other, host, expect };
+  header header_ = header::other;
+  std::size_t name_length_ = 0;
+  char name_start_[6] = {};  // lower case
+  std::size_t value_length_ = 0;
+  char value_start_[12] = {};  // lower case
+  unsigned hosts_ = 0;
+  bool expects_continue_ = false;   // the header section said "Expect: 100-continue"
+  bool continue_expected_ = false;  // see continue_expected()
 };
 
 }  // namespace cyan::examples::http

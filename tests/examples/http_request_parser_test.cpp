@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -42,7 +43,8 @@ std::vector<parse_event> feed_in_pieces(request_parser& parser, std::string_view
 const std::vector<parse_event> kOneRequest{ parse_event::request };
 
 TEST(HttpRequestParser, OneRequestAtATimeFromEverySplitOfTheStream) {
-  const std::string text = "GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD /x HTTP/1.1\r\n\r\n";
+  const std::string text =
+      "GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD /x HTTP/1.1\r\nHost: x\r\n\r\n";
   for (std::size_t split = 0; split <= text.size(); ++split) {
     request_parser parser({});
     std::string_view first = std::string_view(text).substr(0, split);
@@ -67,7 +69,7 @@ TEST(HttpRequestParser, OneRequestAtATimeFromEverySplitOfTheStream) {
 
 TEST(HttpRequestParser, FeedStopsRightAfterEachPipelinedRequest) {
   request_parser parser({});
-  const std::string one = "GET / HTTP/1.1\r\n\r\n";
+  const std::string one = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::string text = one + one + "GET / HT";
   std::string_view input = text;
   EXPECT_EQ(parser.feed(input), parse_event::request);
@@ -89,17 +91,19 @@ TEST(HttpRequestParser, MethodsPathsAndKeepAlive) {
     bool http_1_0;
   };
   const std::vector<expectation> cases{
-    { "GET /?q=1 HTTP/1.1\r\n\r\n", request::verb::get, true, true, false },
-    { "GET /index.html HTTP/1.1\r\n\r\n", request::verb::get, false, true, false },
-    { "GET http://host/ HTTP/1.1\r\n\r\n", request::verb::get, false, true, false },
-    { "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", request::verb::other, true, true, false },
-    { "OPTIONS * HTTP/1.1\r\n\r\n", request::verb::other, false, true, false },
-    { "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", request::verb::get, true, false, false },
+    { "GET /?q=1 HTTP/1.1\r\nHost: x\r\n\r\n", request::verb::get, true, true, false },
+    { "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n", request::verb::get, false, true, false },
+    { "GET http://host/ HTTP/1.1\r\nHost: x\r\n\r\n", request::verb::get, false, true, false },
+    { "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", request::verb::other, true,
+      true, false },
+    { "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", request::verb::other, false, true, false },
+    { "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", request::verb::get, true, false,
+      false },
     { "GET / HTTP/1.0\r\n\r\n", request::verb::get, true, false, true },
     { "HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", request::verb::head, true, true, true },
     // An upgrade would change protocols after this request: the server closes instead.
-    { "GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", request::verb::get,
-      true, false, false },
+    { "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+      request::verb::get, true, false, false },
   };
   for (const expectation& e : cases) {
     request_parser parser({});
@@ -131,13 +135,13 @@ TEST(HttpRequestParser, HeaderLimitCountsUpToTheBlankLineExactlyAcrossReads) {
 
 TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
   request_parser parser({ .max_header_bytes = 100 });
-  std::string_view start = "GET / HTTP/1.1\r\nX-Long: ";
+  std::string_view start = "GET / HTTP/1.1\r\nHost: x\r\nX-Long: ";
   EXPECT_EQ(parser.feed(start), parse_event::need_more);
   const std::string fill(50, 'a');
   std::string_view more = fill;
-  EXPECT_EQ(parser.feed(more), parse_event::need_more);  // 74 bytes so far
+  EXPECT_EQ(parser.feed(more), parse_event::need_more);  // 83 bytes so far
   more = fill;
-  EXPECT_EQ(parser.feed(more), parse_event::error);  // 124
+  EXPECT_EQ(parser.feed(more), parse_event::error);  // 133
   EXPECT_EQ(parser.error_status(), status::header_fields_too_large);
   std::string_view after = "\r\n\r\n";
   EXPECT_EQ(parser.feed(after), parse_event::error);  // and from then on
@@ -145,18 +149,20 @@ TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
 
 TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
   request_parser declared_at_limit({ .max_body_bytes = 10 });
-  EXPECT_EQ(
-      feed_in_pieces(declared_at_limit, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"),
-      kOneRequest);
+  EXPECT_EQ(feed_in_pieces(declared_at_limit,
+                           "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"),
+            kOneRequest);
 
   request_parser declared_over({ .max_body_bytes = 10 });
   // Refused at the headers already, before any of the body.
-  EXPECT_EQ(feed_in_pieces(declared_over, "POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n"),
-            std::vector{ parse_event::error });
+  EXPECT_EQ(
+      feed_in_pieces(declared_over, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n"),
+      std::vector{ parse_event::error });
   EXPECT_EQ(declared_over.error_status(), status::payload_too_large);
 
   const std::string chunked =
-      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n";
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n";
   request_parser chunks_at_limit({ .max_body_bytes = 10 });
   EXPECT_EQ(feed_in_pieces(chunks_at_limit, chunked + "0\r\n\r\n", 3), kOneRequest);
   request_parser chunks_over({ .max_body_bytes = 10 });
@@ -165,14 +171,71 @@ TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
   EXPECT_EQ(chunks_over.error_status(), status::payload_too_large);
 }
 
+// RFC 9112, 3.2: an HTTP/1.1 request has exactly one Host (its value may be empty); HTTP/1.0
+// needs none. Header names in any case, and split anywhere.
+TEST(HttpRequestParser, Http11NeedsExactlyOneHost) {
+  const std::vector<std::pair<std::string, bool>> cases{
+    { "GET / HTTP/1.1\r\nHost: a\r\n\r\n", true },
+    { "GET / HTTP/1.1\r\nhOsT: a\r\n\r\n", true },
+    { "GET / HTTP/1.1\r\nHost:\r\n\r\n", true },
+    { "GET / HTTP/1.0\r\n\r\n", true },
+    { "GET / HTTP/1.1\r\n\r\n", false },
+    { "GET / HTTP/1.1\r\nHosts: a\r\nX-Host: a\r\nHos: a\r\n\r\n", false },
+    { "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false },
+    { "GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", false },
+  };
+  for (const auto& [text, valid] : cases) {
+    for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 3 } }) {
+      request_parser parser({});
+      EXPECT_EQ(feed_in_pieces(parser, text, piece),
+                valid ? kOneRequest : std::vector{ parse_event::error })
+          << text << " in pieces of " << piece;
+      if (!valid) {
+        EXPECT_EQ(parser.error_status(), status::bad_request) << text;
+      }
+    }
+  }
+}
+
+// "Expect: 100-continue" (any case) with a body still to come, from an HTTP/1.1 client: the
+// server is to say "100 Continue" first. Not when the body came along, when there is none, or
+// to an HTTP/1.0 client (RFC 9110, 10.1.1 and 15.2).
+TEST(HttpRequestParser, ExpectContinueIsReportedUntilTheBodyComesOrItIsSent) {
+  const std::string head =
+      "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n";
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 4 } }) {
+    request_parser parser({});
+    EXPECT_TRUE(feed_in_pieces(parser, head, piece).empty());
+    EXPECT_TRUE(parser.continue_expected()) << "pieces of " << piece;
+    parser.continue_sent();
+    EXPECT_FALSE(parser.continue_expected());
+    EXPECT_EQ(feed_in_pieces(parser, "abc", piece), kOneRequest);
+    EXPECT_FALSE(parser.continue_expected());
+  }
+  request_parser before_the_body({});
+  EXPECT_TRUE(feed_in_pieces(before_the_body, head + "a").empty());
+  EXPECT_FALSE(before_the_body.continue_expected());  // the client did not wait
+  for (const std::string text :
+       { "GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+         "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continues\r\nContent-Length: 3\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nX-Expect: 100-continue\r\nContent-Length: 3\r\n\r\n" }) {
+    request_parser parser({});
+    (void)feed_in_pieces(parser, text, 2);
+    EXPECT_FALSE(parser.continue_expected()) << text;
+  }
+}
+
 TEST(HttpRequestParser, MalformedRequestsAre400AndStayFailed) {
-  for (const std::string text : { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
-                                  "GET / HTTP/1.1\r\nBad Header\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
-                                  "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" }) {
+  for (const std::string text :
+       { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" }) {
     request_parser parser({});
     EXPECT_EQ(feed_in_pieces(parser, text), std::vector{ parse_event::error }) << text;
     EXPECT_EQ(parser.error_status(), status::bad_request) << text;
-    std::string_view next = "GET / HTTP/1.1\r\n\r\n";
+    std::string_view next = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     EXPECT_EQ(parser.feed(next), parse_event::error) << text;
   }
 }

@@ -120,8 +120,8 @@ TEST(HttpServer, BodySizeGivesABodyOfExactlyThatManyBytes) {
     server s({ "--threads", "1", "--body-size", std::to_string(size) });
     ASSERT_NE(s.port(), 0u);
     http_test_client client(s.port());
-    ASSERT_TRUE(
-        client.send(std::string(kGetRoot) + "HEAD / HTTP/1.1\r\n\r\n" + std::string(kGetRoot)));
+    ASSERT_TRUE(client.send(std::string(kGetRoot) + "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n" +
+                            std::string(kGetRoot)));
     const std::optional<http_response> first = client.read_response(5s);
     const std::optional<http_response> head = client.read_response(5s, true);
     const std::optional<http_response> second = client.read_response(5s);
@@ -139,19 +139,19 @@ TEST(HttpServer, OtherPathIs404AndOtherMethodIs405AndTheConnectionGoesOn) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
-  ASSERT_TRUE(client.send("GET /missing HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(client.send("GET /missing HTTP/1.1\r\nHost: test\r\n\r\n"));
   const std::optional<http_response> missing = client.read_response(5s);
   ASSERT_TRUE(missing.has_value());
   EXPECT_EQ(missing->status_line, "HTTP/1.1 404 Not Found");
   EXPECT_FALSE(missing->header("Connection").has_value());
 
-  ASSERT_TRUE(client.send("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"));
+  ASSERT_TRUE(client.send("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello"));
   const std::optional<http_response> post = client.read_response(5s);
   ASSERT_TRUE(post.has_value());
   EXPECT_EQ(post->status_line, "HTTP/1.1 405 Method Not Allowed");
   EXPECT_EQ(post->header("Allow"), "GET, HEAD");
 
-  ASSERT_TRUE(client.send("DELETE /missing HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(client.send("DELETE /missing HTTP/1.1\r\nHost: test\r\n\r\n"));
   const std::optional<http_response> del = client.read_response(5s);
   ASSERT_TRUE(del.has_value());
   EXPECT_EQ(del->status(), 405);
@@ -181,7 +181,8 @@ TEST(HttpServer, ConnectionCloseClosesAfterTheResponse) {
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
   // The request after the one that closes is not answered.
-  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nConnection: close\r\n\r\n" + std::string(kGetRoot)));
+  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n" +
+                          std::string(kGetRoot)));
   expect_answer_and_close(client, 200);
   EXPECT_EQ(s.process().stop(10s), 0);
 }
@@ -192,9 +193,10 @@ TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
   http_test_client client(s.port());
   std::string requests;
   for (int i = 0; i < 20; ++i) {
-    requests += i % 3 == 0   ? "GET / HTTP/1.1\r\n\r\n"
-                : i % 3 == 1 ? "GET /missing/" + std::to_string(i) + " HTTP/1.1\r\n\r\n"
-                             : "HEAD / HTTP/1.1\r\n\r\n";
+    requests += i % 3 == 0 ? "GET / HTTP/1.1\r\nHost: test\r\n\r\n"
+                : i % 3 == 1
+                    ? "GET /missing/" + std::to_string(i) + " HTTP/1.1\r\nHost: test\r\n\r\n"
+                    : "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n";
   }
   ASSERT_TRUE(client.send(requests));  // one write
   for (int i = 0; i < 20; ++i) {
@@ -215,7 +217,8 @@ TEST(HttpServer, ThousandsOfPipelinedRequestsUnreadForAWhileAreAllAnsweredWhileO
   constexpr int kRequests = 5000;  // ~1.7 MB of answers: more than the socket buffers hold
   std::string requests;
   for (int i = 0; i < kRequests; ++i) {
-    requests += i % 2 == 0 ? "GET / HTTP/1.1\r\n\r\n" : "GET /missing HTTP/1.1\r\n\r\n";
+    requests += i % 2 == 0 ? "GET / HTTP/1.1\r\nHost: test\r\n\r\n"
+                           : "GET /missing HTTP/1.1\r\nHost: test\r\n\r\n";
   }
   ASSERT_TRUE(flood.send(requests, 10s));
   EXPECT_EQ(good->get_root(1s), 200);  // the flood's writes wait; this thread does not
@@ -242,6 +245,30 @@ TEST(HttpServer, RequestArrivingByteByByteIsServed) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
+// "Expect: 100-continue": the server says "100 Continue" before the body comes (the client
+// waits for it: curl a second), then answers the request as ever.
+TEST(HttpServer, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  http_test_client client(s.port());
+  ASSERT_TRUE(client.send(
+      "POST / HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+  const std::optional<http_response> interim = client.read_response(5s);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status_line, "HTTP/1.1 100 Continue");
+  EXPECT_TRUE(interim->headers.empty());
+  ASSERT_TRUE(client.send("hello"));
+  const std::optional<http_response> answer = client.read_response(5s);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status(), 405);
+  // No body to wait for: no interim answer, only the response.
+  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\n\r\n"));
+  const std::optional<http_response> get = client.read_response(5s);
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status(), 200);
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
 TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
@@ -252,6 +279,9 @@ TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
   http_test_client garbage(s.port());
   ASSERT_TRUE(garbage.send("\x01\x02 nonsense\r\n\r\n"));
   expect_answer_and_close(garbage, 400);
+  http_test_client no_host(s.port());  // HTTP/1.1 requires a Host header
+  ASSERT_TRUE(no_host.send("GET / HTTP/1.1\r\n\r\n"));
+  expect_answer_and_close(no_host, 400);
   EXPECT_EQ(good->get_root(1s), 200);
   EXPECT_EQ(s.process().stop(10s), 0);
 }
@@ -261,19 +291,21 @@ TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
   http_test_client within(s.port());
-  ASSERT_TRUE(within.send("GET / HTTP/1.1\r\nX-Fill: " + std::string(900, 'a') + "\r\n\r\n"));
+  ASSERT_TRUE(
+      within.send("GET / HTTP/1.1\r\nHost: test\r\nX-Fill: " + std::string(900, 'a') + "\r\n\r\n"));
   const std::optional<http_response> r = within.read_response(5s);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status(), 200);
 
   http_test_client at_once(s.port());
-  ASSERT_TRUE(at_once.send("GET / HTTP/1.1\r\nX-Fill: " + std::string(2000, 'a') + "\r\n\r\n"));
+  ASSERT_TRUE(at_once.send("GET / HTTP/1.1\r\nHost: test\r\nX-Fill: " + std::string(2000, 'a') +
+                           "\r\n\r\n"));
   expect_answer_and_close(at_once, 431);
   EXPECT_EQ(good->get_root(1s), 200);
 
   // In pieces, never finished: the server counts across reads and answers before the end.
   http_test_client in_pieces(s.port());
-  ASSERT_TRUE(in_pieces.send("GET / HTTP/1.1\r\n"));
+  ASSERT_TRUE(in_pieces.send("GET / HTTP/1.1\r\nHost: test\r\n"));
   for (int i = 0; i < 40 && !in_pieces.wait_readable(0ms); ++i) {
     (void)in_pieces.send("X-Piece-" + std::to_string(i) + ": " + std::string(80, 'b') + "\r\n");
     EXPECT_EQ(good->get_root(1s), 200);
@@ -288,13 +320,13 @@ TEST(HttpServer, OversizedBodyGets413AndCloseWhileOthersAreServed) {
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
   http_test_client declared(s.port());
-  ASSERT_TRUE(
-      declared.send("POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(100, 'x')));
+  ASSERT_TRUE(declared.send("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5000\r\n\r\n" +
+                            std::string(100, 'x')));
   expect_answer_and_close(declared, 413);
   EXPECT_EQ(good->get_root(1s), 200);
 
   http_test_client chunked(s.port());
-  ASSERT_TRUE(chunked.send("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(chunked.send("POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"));
   for (int i = 0; i < 20 && !chunked.wait_readable(0ms); ++i) {
     (void)chunked.send("64\r\n" + std::string(100, 'y') + "\r\n");  // 100-byte chunks
   }
@@ -372,8 +404,8 @@ TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
   ASSERT_NE(s.port(), 0u);
   const auto in_flight = good_client(s.port());
   const auto idle = good_client(s.port());
-  ASSERT_TRUE(
-      in_flight->send("GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345"));  // half the body
+  ASSERT_TRUE(in_flight->send(
+      "GET / HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n12345"));  // half the body
   ASSERT_EQ(::kill(s.process().pid(), SIGTERM), 0);
   // The drain closes the idle connection at once: then the server is surely draining.
   EXPECT_TRUE(idle->wait_closed(5s));
