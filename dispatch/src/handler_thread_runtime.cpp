@@ -8,6 +8,7 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/thread.h"
 #include "cyan/dispatch/detail/idle_hook.h"
+#include "cyan/dispatch/detail/thread_bound_wait.h"
 #include "cyan/dispatch/sleep.h"
 
 namespace cyan::dispatch::detail {
@@ -103,6 +104,7 @@ void handler_thread_runtime::set_up() {
 }
 
 void handler_thread_runtime::tear_down() noexcept {
+  end_this_thread_waits();          // waits of tasks from elsewhere (see thread_bound_wait.h)
   reset_this_thread_sleep_wheel();  // destroys sleepers' entries unrun (see sleep.cpp)
   timer_.reset();
   nap_.reset();
@@ -416,7 +418,8 @@ void handler_thread_runtime::cancel_delayed() noexcept {
 // 3. finish(): the inbox closes (kClosed), waits out in-flight posts and runs (drain) or
 //    cancels (discard) everything queued; delayed work that is due runs (drain), the rest is
 //    cancelled.
-// 4. on_finalize(), tear_down(), mark_finished() (main()).
+// 4. on_finalize(), tear_down() (which first ends the socket waits of tasks spawned elsewhere
+//    that are still pending on this loop, see thread_bound_wait.h), mark_finished() (main()).
 
 void handler_thread_runtime::finish() noexcept {
   finishing_ = true;
