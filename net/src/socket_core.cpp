@@ -54,8 +54,18 @@ endpoint socket_name(int fd, bool peer, const char* what) {
 
 // ---- socket_core ----
 
+namespace {
+
+// A handler thread runs its own tasks; a pool worker (also a handler thread underneath) runs
+// its pool's, which resume on any worker.
+[[nodiscard]] bool on_handler_thread() noexcept {
+  return this_thread_home.executor && this_thread_home.executor == this_thread_home.thread;
+}
+
+}  // namespace
+
 socket_core::socket_core(int fd) : fd_(fd) {
-  if (current_executor()) {
+  if (on_handler_thread()) {
     attach_here("creating a socket");
   }
 }
@@ -68,6 +78,11 @@ socket_core::~socket_core() {
 }
 
 void socket_core::attach_here(const char* operation) {
+  if (current_executor() && !on_handler_thread()) {
+    throw std::logic_error(
+        "cyan::net: a socket operation in a task on a thread_pool (a pool task resumes on any "
+        "worker, a socket is one thread's): run it in a task on a handler_thread");
+  }
   if (loop_) {
     check_thread(operation);
     return;
@@ -123,14 +138,16 @@ int socket_core::release() {
   return std::exchange(fd_, -1);
 }
 
-void socket_core::wait(io_wait& op, event::io_events direction) {
-  io_wait*& slot = direction == event::io_events::read ? reader_ : writer_;
-  if (slot != nullptr) {
-    throw std::logic_error(direction == event::io_events::read
-                               ? "cyan::net: a second read (or accept) while one is pending"
-                               : "cyan::net: a second write (or connect) while one is pending");
+void socket_core::check_direction_free(event::io_events direction) const {
+  const bool read = direction == event::io_events::read;
+  if ((read ? reader_ : writer_) != nullptr) {
+    throw std::logic_error(read ? "cyan::net: a second read (or accept) while one is pending"
+                                : "cyan::net: a second write (or connect) while one is pending");
   }
-  slot = &op;
+}
+
+void socket_core::wait(io_wait& op, event::io_events direction) noexcept {
+  (direction == event::io_events::read ? reader_ : writer_) = &op;
   update_watcher();
 }
 
@@ -203,18 +220,19 @@ struct io_wait::timeout_entry {
   void operator()() noexcept { std::exchange(self, nullptr)->timed_out(); }
 };
 
-// Posted by a stop request to the socket's thread. Destroyed unrun (that thread finished), it
-// drops the task's branch like any refused resumption.
+// Posted by a stop request to the socket's thread. Destroyed unrun by that thread (a
+// stop(discard)), it ends the wait and drops the task's branch like any refused resumption.
+// Refused by the thread (it finished), it does nothing: the thread's teardown ends the wait
+// (thread_finished()), and it may be doing so right now, so the frame is not ours to touch.
 struct io_wait::cancel_job {
   io_wait* self;
   explicit cancel_job(io_wait* owner) noexcept : self(owner) {}
   cancel_job(cancel_job&& other) noexcept : self(std::exchange(other.self, nullptr)) {}
   cancel_job& operator=(cancel_job&&) = delete;
   ~cancel_job() {
-    if (self != nullptr) {
-      if (self->thread_ == this_thread_home.thread) {
-        self->end_wait();
-      }
+    if (self != nullptr && self->thread_ == this_thread_home.thread) {
+      self->state_.fetch_or(kDone, std::memory_order_acq_rel);  // the entry's end is not lost()
+      self->end_wait();
       resume_job unrun(self->coroutine_, self->owner_);  // its destructor drops the branch
     }
   }
@@ -243,6 +261,7 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
     return false;
   }
   core_->attach_here("an operation");
+  core_->check_direction_free(direction_);  // before the system call: no byte moves
   if (owner != nullptr) {
     if (owner->abandoned()) {
       dispatch::detail::resume_later_on(current_executor(), coroutine, owner);  // drops it
@@ -274,6 +293,7 @@ void io_wait::start_waiting() {
   home_ = this_thread_home.executor;
   thread_ = this_thread_home.thread;
   core_->wait(*this, direction_);
+  link_to_this_thread();
   if (timeout_ != kNoTimeout) {
     event::timer_wheel* wheel = dispatch::detail::this_thread_sleep_wheel();
     // Whole milliseconds (what timeouts usually are) take the wheel's path without a division.
@@ -291,6 +311,7 @@ void io_wait::start_waiting() {
 
 // Withdraws the operation from the socket and the wheel. [loop thread]
 void io_wait::end_wait() noexcept {
+  unlink_from_thread();
   if (core_ != nullptr) {
     core_->unwait(*this);
   }
@@ -340,10 +361,12 @@ void io_wait::closed() noexcept {
   dispatch::detail::resume_later_on(home_, coroutine_, owner_);
 }
 
+// The thread finished under the wait (or its wheel went away with it). A stop request that
+// came first (kStop without kDone) had its cancel job refused: ending the wait is ours.
 void io_wait::lost() noexcept {
   wheel_ = nullptr;
   const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
-  if ((previous & (kStop | kDone)) != 0) {
+  if ((previous & kDone) != 0) {
     return;
   }
   end_wait();
@@ -371,6 +394,13 @@ void io_wait::cancel_on_loop_thread() noexcept {
 void io_wait::finish(const char* what) {
   stop_watch_.reset();
   throw_if(error_, what);
+}
+
+void io_wait::finish_transfer(const char* what, std::size_t transferred) {
+  stop_watch_.reset();
+  if (error_) {
+    throw transfer_error(error_, what, transferred);
+  }
 }
 
 }  // namespace cyan::net::detail

@@ -157,7 +157,7 @@ tcp_listener::~tcp_listener() {
 
 tcp_listener tcp_listener::bind(const endpoint& local, const options& settings) {
   constexpr const char* what = "cyan::net::tcp_listener::bind";
-  auto state = std::make_unique<detail::listener_state>(
+  auto state = std::make_shared<detail::listener_state>(
       detail::open_socket(local.family(), SOCK_STREAM, what));
   const int fd = state->core.fd();
   if (local.is_unix()) {
@@ -183,18 +183,27 @@ tcp_listener tcp_listener::bind(const endpoint& local, const options& settings) 
 }
 
 dispatch::task<tcp_socket> tcp_listener::accept_within(detail::timeout_type limit) {
-  detail::listener_state* state = state_.get();
+  // The frame shares the state: close() may come while the back-off sleeps.
+  const std::shared_ptr<detail::listener_state> state = state_;
   if (state != nullptr && state->back_off) {
     co_await dispatch::sleep_for(kEmfileBackOff);
+    if (!state->core.is_open()) {
+      throw std::system_error(std::make_error_code(std::errc::operation_canceled),
+                              "cyan::net::tcp_listener::accept: the listener was closed");
+    }
     state->reopen_spare();
   }
-  co_return co_await detail::accept_op(state, limit);
+  co_return co_await detail::accept_op(state.get(), limit);
 }
 
 void tcp_listener::close() noexcept {
-  if (state_ != nullptr && state_->core.has_waiters()) {
+  if (state_ == nullptr) {
+    return;
+  }
+  if (state_->core.has_waiters()) {
     state_->core.check_owner("close()");
   }
+  state_->core.close();  // now, even while a backing-off accept still holds the state
   state_.reset();
 }
 
@@ -217,9 +226,10 @@ bool read_some_op::attempt() noexcept {
 }
 
 bool read_exact_op::attempt() noexcept {
-  while (!buffer_.empty()) {
+  while (done_ < buffer_.size()) {
+    const std::span<std::byte> rest = buffer_.subspan(done_);
     const long n =
-        io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
+        io_call([&] { return ::recv(core_->fd(), rest.data(), rest.size(), 0); }, error_);
     if (n == kWouldBlock) {
       return false;
     }
@@ -230,7 +240,7 @@ bool read_exact_op::attempt() noexcept {
       error_ = make_error_code(error::end_of_stream);
       return true;
     }
-    buffer_ = buffer_.subspan(static_cast<std::size_t>(n));
+    done_ += static_cast<std::size_t>(n);
   }
   return true;
 }
@@ -289,6 +299,7 @@ bool write_all_op::attempt() noexcept {
 }
 
 void write_all_op::advance(std::size_t written) noexcept {
+  written_ += written;
   while (written > 0) {
     const std::size_t left = buffers_[next_].size() - offset_;
     if (written < left) {

@@ -140,4 +140,86 @@ TEST(tcp_death, accept_out_of_descriptors_reports_emfile_without_spinning_and_re
               "emfile: refused [1-9]");
 }
 
+// The back-off check in the child: the listener is bound with one descriptor left, so it has
+// no spare and accept() after EMFILE backs off for 50 ms; close() during that back-off must end
+// the accept with operation_canceled, not let it touch the freed listener. Exits 0 when every
+// step held, else prints the step and exits 1.
+[[noreturn]] void check_close_during_back_off() {
+  const auto fail = [](const char* step) {
+    std::fprintf(stderr, "back-off: %s\n", step);
+    std::_Exit(1);
+  };
+  ::rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = std::min<::rlim_t>(limit.rlim_max, 256);
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    fail("setrlimit");
+  }
+  std::error_code first;
+  std::error_code second;
+  {
+    handler_thread h;
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    std::vector<int> fillers;
+    for (int fd;
+         fillers.size() < 100'000 && (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+      fillers.push_back(fd);
+    }
+    if (errno != EMFILE || fillers.empty()) {
+      fail("filling the table did not end in EMFILE");
+    }
+    ::close(fillers.back());  // one left: the listener's socket takes it, its spare cannot open
+    fillers.pop_back();
+    auto listener = tcp_listener::bind(endpoint::loopback_v4());
+    const endpoint address = listener.local_endpoint();
+    if (::connect(client, address.data(), address.size()) != 0) {
+      fail("connect");
+    }
+    const auto code_of = [](auto&& operation) -> task<std::error_code> {
+      try {
+        (void)co_await operation;
+      } catch (const std::system_error& e) {
+        co_return e.code();
+      }
+      co_return std::error_code{};
+    };
+    co_spawn(h, [&]() -> task<> {
+      first = co_await code_of(listener.accept(5s));  // EMFILE, and no spare to shed with
+      // Runs once the next accept() below sleeps in its back-off.
+      co_spawn(
+          h,
+          [&]() -> task<> {
+            listener.close();
+            co_return;
+          },
+          cyan::dispatch::detached);
+      second = co_await code_of(listener.accept(5s));
+    }).get();
+    for (const int fd : fillers) {
+      ::close(fd);
+    }
+    ::close(client);
+  }
+  if (first != std::errc::too_many_files_open) {
+    std::fprintf(stderr, "back-off: first accept: %s\n", first.message().c_str());
+    fail("the first accept did not report EMFILE");
+  }
+  if (second != std::errc::operation_canceled) {
+    std::fprintf(stderr, "back-off: second accept: %s\n", second.message().c_str());
+    fail("the accept closed during its back-off did not end with operation_canceled");
+  }
+  std::fprintf(stderr, "back-off: cancelled\n");
+  std::exit(0);
+}
+
+// In a child process (RLIMIT_NOFILE 256, table full): tcp_listener::close() while accept()
+// backs off after EMFILE ends that accept with operation_canceled.
+TEST(tcp_death, close_during_the_emfile_back_off_cancels_the_accept) {
+#ifdef CYAN_TEST_UBSAN
+  GTEST_SKIP() << "UBSan's vptr check cannot run with the descriptor table full";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(check_close_during_back_off(), ::testing::ExitedWithCode(0), "back-off: cancelled");
+}
+
 }  // namespace

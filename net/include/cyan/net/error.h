@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <system_error>
 #include <type_traits>
 
@@ -22,6 +24,22 @@ enum class error {
 [[nodiscard]] inline std::error_code make_error_code(error e) noexcept {
   return { static_cast<int>(e), net_category() };
 }
+
+/// What read_exact() and write_all() throw when they fail: a std::system_error with the same
+/// code (timed_out, operation_canceled, end_of_stream, ECONNRESET, ...) that also tells how many
+/// bytes moved before the failure, so that a caller can go on where the operation stopped.
+class transfer_error : public std::system_error {
+ public:
+  transfer_error(std::error_code code, const std::string& what, std::size_t bytes_transferred)
+      : std::system_error(code, what), bytes_transferred_(bytes_transferred) {}
+
+  /// The bytes read into the start of the buffer (read_exact) or sent from the start of the
+  /// buffers, in order (write_all), before the failure; 0 when none moved. [any thread]
+  [[nodiscard]] std::size_t bytes_transferred() const noexcept { return bytes_transferred_; }
+
+ private:
+  std::size_t bytes_transferred_;
+};
 
 }  // namespace cyan::net
 

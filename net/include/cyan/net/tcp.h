@@ -42,7 +42,8 @@ class socket_handle {
 /// s.read_some(buf)`. Each one makes its system call at once and waits (on the thread's loop,
 /// through the socket's one io watcher) only when that would block; in steady state nothing is
 /// allocated. A read and a write may be pending at the same time (from two tasks of the
-/// socket's thread), but not two reads or two writes (std::logic_error).
+/// socket's thread), but not two reads or two writes: the second throws std::logic_error
+/// before it moves any byte (so bytes never interleave), and the first goes on undisturbed.
 ///
 /// Every operation takes an optional time limit as its last argument (any std::chrono
 /// duration, counted from when it starts to wait): when it passes, the operation fails with
@@ -55,8 +56,13 @@ class socket_handle {
 ///
 /// Thread rules: a socket belongs to the handler thread that created or accepted it (one made
 /// outside any handler thread belongs to the first that uses it). Every member is that
-/// thread's; debug builds abort with a message when another thread uses it. To hand a
-/// connection to another thread, release() it and adopt() the handle there.
+/// thread's; debug builds abort with a message when another thread uses it. An operation in a
+/// task on a thread_pool (the global pool included) throws std::logic_error before doing
+/// anything: a pool task resumes on any worker. To hand a connection to another thread,
+/// release() it and adopt() the handle there. When the socket's thread finishes while an
+/// operation of a task from another executor waits (the task hopped there with schedule()),
+/// the thread ends the wait and destroys the task, as any executor that finishes under a task
+/// does; it never resumes it.
 class tcp_socket {
  public:
   /// Not open.
@@ -100,8 +106,10 @@ class tcp_socket {
     return { core(), buffer, detail::to_timeout(limit) };
   }
 
-  /// `co_await s.read_exact(buf[, limit])`: reads exactly buf.size() bytes. Throws
-  /// std::system_error(cyan::net::error::end_of_stream) when the stream ends first.
+  /// `co_await s.read_exact(buf[, limit])`: reads exactly buf.size() bytes. Fails with
+  /// cyan::net::transfer_error (a std::system_error) whose bytes_transferred() counts the bytes
+  /// already read into the start of `buf`: cyan::net::error::end_of_stream when the stream
+  /// ends first, timed_out, operation_canceled, ECONNRESET, ...
   [[nodiscard]] detail::read_exact_op read_exact(std::span<std::byte> buffer) noexcept {
     return { core(), buffer, detail::kNoTimeout };
   }
@@ -122,7 +130,9 @@ class tcp_socket {
     return { core(), buffer, detail::to_timeout(limit) };
   }
 
-  /// `co_await s.write_all(buf[, limit])`: writes every byte.
+  /// `co_await s.write_all(buf[, limit])`: writes every byte. Fails with
+  /// cyan::net::transfer_error (a std::system_error) whose bytes_transferred() counts the bytes
+  /// sent from the start of `buf` before the failure (timed_out, EPIPE, ...).
   [[nodiscard]] detail::write_all_op write_all(std::span<const std::byte> buffer) noexcept {
     return { core(), buffer, detail::kNoTimeout };
   }
@@ -137,6 +147,7 @@ class tcp_socket {
   /// (16 buffers at most per call). The buffers (and the array or vector of them) must live
   /// until the write completes; a temporary array in the co_await expression does. (No
   /// braced-list overload: GCC 12 cannot keep an initializer_list alive across co_await.)
+  /// Fails with cyan::net::transfer_error counting the bytes sent, across the buffers in order.
   [[nodiscard]] detail::write_all_op write_all(
       std::span<const std::span<const std::byte>> buffers) noexcept {
     return { core(), buffers, detail::kNoTimeout };
@@ -229,7 +240,8 @@ class tcp_listener {
     return accept_within(detail::to_timeout(limit));
   }
 
-  /// Stops listening; a pending accept() resumes with operation_canceled.
+  /// Stops listening (the descriptor is closed at once); a pending accept() resumes with
+  /// operation_canceled — one that backs off after EMFILE, when its wait of up to 50 ms ends.
   void close() noexcept;
 
   [[nodiscard]] bool is_open() const noexcept {
@@ -240,11 +252,12 @@ class tcp_listener {
   [[nodiscard]] int native_handle() const noexcept { return is_open() ? state_->core.fd() : -1; }
 
  private:
-  explicit tcp_listener(std::unique_ptr<detail::listener_state> state) noexcept
+  explicit tcp_listener(std::shared_ptr<detail::listener_state> state) noexcept
       : state_(std::move(state)) {}
   dispatch::task<tcp_socket> accept_within(detail::timeout_type limit);
 
-  std::unique_ptr<detail::listener_state> state_;
+  // Shared with a pending accept(), which may outlive close() while it backs off (see above).
+  std::shared_ptr<detail::listener_state> state_;
 };
 
 }  // namespace cyan::net

@@ -19,10 +19,18 @@
 //   closed     close() or the socket's destruction: operation_canceled;          [loop thread]
 //   stopped    the task's std::stop_token: the stop callback posts a cancel job to the loop
 //              thread, which ends the wait with operation_canceled;               [any thread]
-//   lost       the thread's timer wheel went away with the thread: the task is dropped.
+//   lost       the socket's thread finished while the operation waited (a task that hopped
+//              there from its spawn executor, whose stop(drain) does not wait for it): the
+//              thread's teardown ends the wait and drops the task (thread_bound_wait.h).
 //
 // The loop-thread paths never race each other; the one that may run on another thread, a stop
-// request, is ordered against them by state_ (see io_wait).
+// request, is ordered against them by state_ (see io_wait). A stop request's cancel job that
+// the thread refuses (it finished) does nothing: the thread's teardown ends the wait.
+//
+// Two rules come before any system call: a socket operation runs on a handler thread, never on
+// a thread_pool (std::logic_error: a pool task resumes on any worker, and the socket's watcher
+// is one worker's); and a second read (or write) while one is pending is refused
+// (std::logic_error), so that its bytes never mix with the pending one's.
 
 #include <algorithm>
 #include <atomic>
@@ -37,10 +45,12 @@
 #include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/coro_env.h"
+#include "cyan/dispatch/detail/thread_bound_wait.h"
 #include "cyan/event/io.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/timer_wheel.h"
 #include "cyan/net/endpoint.h"
+#include "cyan/net/error.h"
 
 namespace cyan::net::detail {
 
@@ -104,10 +114,11 @@ class io_wait;
 
 /// One descriptor and its readiness watcher (see the top of this file).
 ///
-/// Thread rules: the core attaches to the thread that creates it when that is a handler thread
-/// (or pool worker), otherwise to the first such thread that runs an operation on it; from then
-/// on every operation is that thread's (debug builds abort with a message otherwise).
-/// Destroying a core without a pending operation is allowed on any thread.
+/// Thread rules: the core attaches to the handler thread that creates it, otherwise to the
+/// first handler thread that runs an operation on it; from then on every operation is that
+/// thread's (debug builds abort with a message otherwise). An operation on a thread_pool worker
+/// throws std::logic_error. Destroying a core without a pending operation is allowed on any
+/// thread.
 class socket_core : noncopyable {
  public:
   /// Owns `fd`, which must be non-blocking.
@@ -123,8 +134,11 @@ class socket_core : noncopyable {
 
   /// Attaches the core to the calling thread if it is not attached yet, else checks (debug
   /// builds) that the calling thread is its own, aborting with a message naming `operation`
-  /// otherwise. Throws std::logic_error when an unattached core is used off a handler thread.
+  /// otherwise. Throws std::logic_error off a handler thread (a thread_pool worker included).
   void attach_here(const char* operation);
+  /// Throws std::logic_error when an operation of `direction` (event::io_events::read or
+  /// write) is pending already: one read and one write at a time. [its thread]
+  void check_direction_free(event::io_events direction) const;
   /// The thread check of attach_here() without attaching: for calls that any thread may make
   /// on a socket no thread has used yet (release(), shutdown_send(), close() with waiters).
   void check_owner(const char* operation) const noexcept {
@@ -142,8 +156,8 @@ class socket_core : noncopyable {
   [[nodiscard]] int release();
 
   /// Registers `op` as the socket's reader (event::io_events::read) or writer and starts the
-  /// watcher for it. Throws std::logic_error when that direction already has an operation.
-  void wait(io_wait& op, event::io_events direction);
+  /// watcher for it. That direction has no operation (check_direction_free() came first).
+  void wait(io_wait& op, event::io_events direction) noexcept;
   /// Withdraws `op` if it is registered; stops the watcher when nothing waits any more.
   void unwait(io_wait& op) noexcept;
 
@@ -172,8 +186,9 @@ class socket_core : noncopyable {
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
 /// stop-token and close cancellation (see the top of this file). Derived awaiters implement
 /// attempt() and an await_resume() that calls finish() first. Neither copyable nor movable: a
-/// pending operation is registered by address.
-class io_wait : noncopyable {
+/// pending operation is registered by address (with its socket, and with its thread as a
+/// thread_bound_wait).
+class io_wait : private dispatch::detail::thread_bound_wait {
  public:
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
@@ -197,6 +212,9 @@ class io_wait : noncopyable {
   /// For await_resume(): waits for a stop callback still running elsewhere, then throws error_
   /// as std::system_error(error_, what) when set.
   void finish(const char* what);
+  /// finish() for an operation that moves its bytes over several system calls: throws
+  /// transfer_error(error_, what, transferred) instead.
+  void finish_transfer(const char* what, std::size_t transferred);
 
   socket_core* core_;  // null once the socket was closed under the operation
   std::error_code error_;
@@ -219,6 +237,7 @@ class io_wait : noncopyable {
 
   bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
   void start_waiting();
+  void thread_finished() noexcept override { lost(); }
   void ready() noexcept;
   void closed() noexcept;
   void timed_out() noexcept;

@@ -37,16 +37,18 @@ class read_some_op final : public io_wait {
 };
 
 /// read_exact(): recv() until the buffer is full; error::end_of_stream when the peer ends first.
+/// Fails with transfer_error, which counts the bytes read.
 class read_exact_op final : public io_wait {
  public:
   read_exact_op(socket_core* core, std::span<std::byte> buffer, timeout_type timeout) noexcept
       : io_wait(core, event::io::read, timeout), buffer_(buffer) {}
-  void await_resume() { finish("cyan::net::tcp_socket::read_exact"); }
+  void await_resume() { finish_transfer("cyan::net::tcp_socket::read_exact", done_); }
 
  private:
   bool attempt() noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
+  std::size_t done_ = 0;  // bytes at the start of buffer_ already read
 };
 
 /// write_some(): one send() of up to the buffer's size.
@@ -66,7 +68,7 @@ class write_some_op final : public io_wait {
 };
 
 /// write_all(): send() / sendmsg() until every byte of every buffer is written, gathering up to
-/// kGather buffers per system call.
+/// kGather buffers per system call. Fails with transfer_error, which counts the bytes sent.
 class write_all_op final : public io_wait {
  public:
   static constexpr std::size_t kGather = 16;
@@ -76,7 +78,7 @@ class write_all_op final : public io_wait {
       : io_wait(core, event::io::write, timeout), buffers_(buffers) {}
   write_all_op(socket_core* core, std::span<const std::byte> buffer, timeout_type timeout) noexcept
       : io_wait(core, event::io::write, timeout), single_(buffer), buffers_(&single_, 1) {}
-  void await_resume() { finish("cyan::net::tcp_socket::write_all"); }
+  void await_resume() { finish_transfer("cyan::net::tcp_socket::write_all", written_); }
 
  private:
   bool attempt() noexcept override;
@@ -84,8 +86,9 @@ class write_all_op final : public io_wait {
 
   std::span<const std::byte> single_;
   std::span<const std::span<const std::byte>> buffers_;
-  std::size_t next_ = 0;    // the first buffer not completely written
-  std::size_t offset_ = 0;  // bytes of buffers_[next_] already written
+  std::size_t next_ = 0;     // the first buffer not completely written
+  std::size_t offset_ = 0;   // bytes of buffers_[next_] already written
+  std::size_t written_ = 0;  // bytes of all the buffers already written
 };
 
 /// connect(): a non-blocking connect(), then SO_ERROR once the socket is writable.

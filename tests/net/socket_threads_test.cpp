@@ -1,0 +1,267 @@
+// Which threads a socket's operations may run on, and what happens to a socket wait whose
+// thread finishes first:
+// - an operation in a task on a thread_pool (a pool task resumes on any worker, a socket is one
+//   thread's) throws std::logic_error before it does anything;
+// - a task that hopped to a handler thread and waits there on a socket is destroyed when that
+//   thread finishes (its spawn executor's stop(drain) does not wait for it for ever), and
+//   nothing touches freed memory, also when a stop request races the finish.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "cyan/dispatch.h"
+#include "cyan/net.h"
+#include "net/net_support.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using cyan::dispatch::async_scope;
+using cyan::dispatch::co_spawn;
+using cyan::dispatch::handler_thread;
+using cyan::dispatch::task;
+using cyan::dispatch::thread_pool;
+using cyan::net::endpoint;
+using cyan::net::tcp_listener;
+using cyan::net::tcp_socket;
+using cyan::net::udp_socket;
+using cyan::test::failure_of;
+using cyan::test::run_on;
+
+// "refused" when awaiting `operation` throws std::logic_error, else "ran". Await it in the full
+// expression that makes the operation (the parameter is a reference to it).
+template <typename Awaitable>
+task<std::string> refusal_of(Awaitable&& operation) {
+  try {
+    (void)co_await operation;  // as an lvalue: GCC 12 would copy an xvalue awaiter
+  } catch (const std::logic_error&) {
+    co_return "refused";
+  }
+  co_return "ran";
+}
+
+TEST(socket_threads, every_operation_in_a_thread_pool_task_throws_before_doing_anything) {
+  thread_pool pool(2);
+  handler_thread h;
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  const endpoint address = listener.local_endpoint();
+
+  // connect(): no connection reaches the listener.
+  EXPECT_EQ(co_spawn(pool,
+                     [&]() -> task<std::string> {
+                       co_return co_await refusal_of(tcp_socket::connect(address, 5s));
+                     })
+                .get(),
+            "refused");
+  EXPECT_EQ(run_on(h,
+                   [&]() -> task<std::error_code> {
+                     co_return co_await failure_of(listener.accept(50ms));
+                   }),
+            std::errc::timed_out);
+
+  // accept(): the waiting connection is left for the listener's own thread.
+  tcp_socket client =
+      run_on(h, [&]() -> task<tcp_socket> { co_return co_await tcp_socket::connect(address, 5s); });
+  EXPECT_EQ(
+      co_spawn(pool,
+               [&]() -> task<std::string> { co_return co_await refusal_of(listener.accept(5s)); })
+          .get(),
+      "refused");
+  tcp_socket server =
+      run_on(h, [&]() -> task<tcp_socket> { co_return co_await listener.accept(5s); });
+  EXPECT_EQ(server.remote_endpoint(), client.local_endpoint());
+
+  // write_all() sends nothing; read_some() takes nothing.
+  EXPECT_EQ(co_spawn(pool,
+                     [&]() -> task<std::string> {
+                       co_return co_await refusal_of(client.write_all(cyan::net::buffer("x")));
+                     })
+                .get(),
+            "refused");
+  std::byte byte[1];
+  EXPECT_EQ(run_on(h,
+                   [&]() -> task<std::error_code> {
+                     co_return co_await failure_of(server.read_some(byte, 50ms));
+                   }),
+            std::errc::timed_out);
+  run_on(h, [&]() -> task<> { co_await client.write_all(cyan::net::buffer("y"), 5s); });
+  EXPECT_EQ(co_spawn(pool,
+                     [&]() -> task<std::string> {
+                       co_return co_await refusal_of(server.read_some(byte));
+                     })
+                .get(),
+            "refused");
+  EXPECT_EQ(
+      run_on(h, [&]() -> task<std::size_t> { co_return co_await server.read_some(byte, 5s); }), 1u);
+  EXPECT_EQ(byte[0], std::byte{ 'y' });
+
+  // UDP: send_to() sends nothing.
+  udp_socket receiver = udp_socket::bind(endpoint::loopback_v4());
+  udp_socket sender = udp_socket::bind(endpoint::loopback_v4());
+  const endpoint receiver_address = receiver.local_endpoint();
+  EXPECT_EQ(co_spawn(pool,
+                     [&]() -> task<std::string> {
+                       co_return co_await refusal_of(
+                           sender.send_to(cyan::net::buffer("d"), receiver_address));
+                     })
+                .get(),
+            "refused");
+  EXPECT_EQ(run_on(h,
+                   [&]() -> task<std::error_code> {
+                     co_return co_await failure_of(receiver.receive_from(byte, 50ms));
+                   }),
+            std::errc::timed_out);
+}
+
+TEST(socket_threads, a_task_on_the_global_pool_is_refused_too) {
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  const endpoint address = listener.local_endpoint();
+  EXPECT_EQ(co_spawn([&]() -> task<std::string> {
+              co_return co_await refusal_of(tcp_socket::connect(address, 5s));
+            }).get(),
+            "refused");
+}
+
+// Ends the test process when `join` has not returned within 20 s: a hang is a failure here.
+template <typename Join>
+void join_or_abort(Join join, const char* what) {
+  std::mutex mutex;
+  std::condition_variable done_changed;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mutex);
+    if (!done_changed.wait_for(lock, 20s, [&] { return done; })) {
+      std::fprintf(stderr, "socket_threads: %s did not return within 20 s\n", what);
+      std::abort();
+    }
+  });
+  join();
+  {
+    const std::lock_guard lock(mutex);
+    done = true;
+  }
+  done_changed.notify_one();
+  watchdog.join();
+}
+
+// Sets `flag` when the frame that holds it is destroyed.
+struct frame_sentinel {
+  std::atomic<bool>* flag;
+  ~frame_sentinel() { flag->store(true); }
+};
+
+// The program: a task spawned in a scope on thread A hops to thread B, connects there
+// and waits in a child task's read with no data coming. B is stopped and joined first.
+class hopped_reader {
+ public:
+  explicit hopped_reader(bool with_time_limit) : with_time_limit_(with_time_limit) {
+    accepted_ = co_spawn(
+        server_, [this]() -> task<tcp_socket> { co_return co_await listener_.accept(10s); });
+    scope_.spawn(a_, [this]() -> task<> {
+      const frame_sentinel sentinel{ &destroyed };
+      co_await b_->schedule();
+      tcp_socket socket = co_await tcp_socket::connect(listener_.local_endpoint(), 5s);
+      co_await read(socket);
+      resumed = true;
+    });
+    peer_ = accepted_.get();
+    // The read waits once a job posted to B after `waiting` was set has run there.
+    for (int i = 0; i < 100'000 && !waiting.load(); ++i) {
+      run_on(*b_, []() -> task<> { co_return; });
+    }
+    run_on(*b_, []() -> task<> { co_return; });
+  }
+
+  handler_thread& a() { return a_; }
+  handler_thread& b() { return *b_; }
+  async_scope& scope() { return scope_; }
+  // The accepted end sends: too late, the reader is gone.
+  void send_from_peer() {
+    run_on(server_,
+           [this]() -> task<> { co_await peer_.write_all(cyan::net::buffer("late"), 5s); });
+  }
+
+  std::atomic<bool> waiting{ false };
+  std::atomic<bool> resumed{ false };
+  std::atomic<bool> destroyed{ false };
+
+ private:
+  task<> read(tcp_socket& socket) {
+    std::byte buffer[16];
+    waiting = true;
+    if (with_time_limit_) {
+      co_await socket.read_some(buffer, 1h);
+    } else {
+      co_await socket.read_some(buffer);
+    }
+  }
+
+  bool with_time_limit_;
+  handler_thread server_;
+  handler_thread a_;
+  std::optional<handler_thread> b_{ std::in_place };
+  tcp_listener listener_ = tcp_listener::bind(endpoint::loopback_v4());
+  cyan::dispatch::future<tcp_socket> accepted_;
+  tcp_socket peer_;
+  async_scope scope_;
+};
+
+class socket_threads_finish : public ::testing::TestWithParam<bool> {};
+
+TEST_P(socket_threads_finish, the_wait_ends_and_the_task_is_destroyed_when_its_thread_finishes) {
+  hopped_reader program(GetParam());
+  program.b().stop();
+  program.b().join();
+  EXPECT_TRUE(program.destroyed.load()) << "the task outlived the thread it waited on";
+  EXPECT_EQ(program.scope().size(), 0u);
+  program.send_from_peer();
+  program.scope().request_stop();
+  join_or_abort([&] { program.scope().join_blocking(); }, "the scope's join");
+  EXPECT_FALSE(program.resumed.load());
+}
+
+// Without a stop request, the spawn executor's stop(drain) returns.
+TEST_P(socket_threads_finish, the_spawn_executor_then_drains) {
+  hopped_reader program(GetParam());
+  program.b().stop();
+  program.b().join();
+  program.send_from_peer();
+  program.a().stop();
+  join_or_abort([&] { program.a().join(); }, "the spawn executor's join");
+  EXPECT_TRUE(program.destroyed.load());
+  EXPECT_FALSE(program.resumed.load());
+}
+
+// A stop request from another thread races the thread's finish: whichever comes first ends the
+// wait, exactly once (the ASan and TSan lanes check that nothing touches freed memory).
+TEST_P(socket_threads_finish, a_stop_request_racing_the_finish_ends_the_wait_once) {
+  for (int round = 0; round < 20; ++round) {
+    hopped_reader program(GetParam());
+    std::thread stopper([&] { program.scope().request_stop(); });
+    program.b().stop();
+    program.b().join();
+    stopper.join();
+    join_or_abort([&] { program.scope().join_blocking(); }, "the scope's join");
+    EXPECT_TRUE(program.destroyed.load()) << "round " << round;
+    EXPECT_FALSE(program.resumed.load()) << "round " << round;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(limits, socket_threads_finish, ::testing::Values(false, true),
+                         [](const auto& info) {
+                           return info.param ? "with_time_limit" : "without_time_limit";
+                         });
+
+}  // namespace
