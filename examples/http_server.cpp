@@ -22,6 +22,7 @@
 //   --max-header-bytes     request line and headers larger than this (8 KiB): 431;
 //   --max-body-bytes       a body larger than this (1 MiB), by Content-Length or chunks: 413;
 //   malformed              anything llhttp rejects: 400;
+//   version                other than HTTP/1.0 and 1.1 (HTTP/2.0, HTTP/1.2, ...): 505, as nginx;
 //   --request-timeout-ms   a request not complete this long after its first byte (10 s): 408;
 //   --idle-timeout-ms      a keep-alive connection without a request this long (60 s): closed;
 //   --max-connections      connections beyond this many (10000): 503, then closed.

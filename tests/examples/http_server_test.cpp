@@ -286,6 +286,26 @@ TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
+// As nginx: a version other than HTTP/1.0 and 1.1 gets 505 and the connection closes.
+TEST(http_server, a_version_other_than_1_0_or_1_1_gets_505_and_close_while_others_are_served) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  for (const std::string version : { "HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/3.0" }) {
+    http_test_client client(s.port());
+    ASSERT_TRUE(client.send("GET / " + version + "\r\nHost: test\r\n\r\n"));
+    const std::optional<http_response> r = client.read_response(5s);
+    ASSERT_TRUE(r.has_value()) << version;
+    EXPECT_EQ(r->status_line, "HTTP/1.1 505 HTTP Version Not Supported") << version;
+    EXPECT_EQ(r->body, "505 HTTP Version Not Supported\n") << version;
+    EXPECT_EQ(r->header("Connection"), "close") << version;
+    EXPECT_EQ(r->header("Content-Length"), std::to_string(r->body.size())) << version;
+    EXPECT_TRUE(client.wait_closed(5s)) << version;
+    EXPECT_EQ(good->get_root(5s), 200) << version;
+  }
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
 TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {
   server s({ "--threads", "1", "--max-header-bytes", "1024" });
   ASSERT_NE(s.port(), 0u);
