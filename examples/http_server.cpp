@@ -7,9 +7,10 @@
 //               [--idle-timeout-ms N] [--max-connections N]
 //
 // GET and HEAD of "/" (a query string aside) answer 200 with the page: a built-in HTML page,
-// or with --body-size N a generated text body of exactly N bytes (HEAD: the same headers, no
-// body). Another path answers 404; another method 405 with "Allow: GET, HEAD". Every response
-// carries Date (IMF-fixdate, kept per thread and rewritten once a second) and Content-Length.
+// or with --body-size N a generated text body of exactly N bytes, at most the machine's memory
+// (HEAD: the same headers, no body). Another path answers 404; another method 405 with "Allow:
+// GET, HEAD". Every response carries Date (IMF-fixdate, kept per thread and rewritten once a
+// second) and Content-Length.
 //
 // Connections are HTTP/1.1 keep-alive, and pipelined requests are answered in order, the
 // answers to what one read brought written together; HTTP/1.0 closes after the response unless
@@ -22,6 +23,7 @@
 //   --max-header-bytes     request line and headers larger than this (8 KiB): 431;
 //   --max-body-bytes       a body larger than this (1 MiB), by Content-Length or chunks: 413;
 //   malformed              anything llhttp rejects: 400;
+//   version                other than HTTP/1.0 and 1.1 (HTTP/2.0, HTTP/1.2, ...): 505, as nginx;
 //   --request-timeout-ms   a request not complete this long after its first byte (10 s): 408;
 //   --idle-timeout-ms      a keep-alive connection without a request this long (60 s): closed;
 //   --max-connections      connections beyond this many (10000): 503, then closed.
@@ -30,15 +32,21 @@
 // server/server_support.h): idle connections close at once, a request in flight is answered
 // (with "Connection: close"), the rest close after --grace-ms; the exit status is then 0.
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <limits>
 #include <memory>
+#include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -177,9 +185,30 @@ task<> accept_loop(tcp_listener listener, unsigned index, server_context* contex
   }
 }
 
-// --body-size N: N bytes of text lines.
+// The machine's physical memory in bytes, or the most a std::uint64_t holds when it cannot tell.
+std::uint64_t physical_memory() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+// --body-size N: N bytes of text lines. A body the machine cannot hold is refused by the
+// option's name: std::bad_alloc would name nothing, and a sanitizer's allocator aborts instead.
 std::string generated_body(std::size_t size) {
-  std::string body(size, '\n');
+  const std::string option = "--body-size " + std::to_string(size);
+  if (const std::uint64_t memory = physical_memory(); size > memory) {
+    throw std::invalid_argument(option + " is more than this machine's memory (" +
+                                std::to_string(memory) + " bytes)");
+  }
+  std::string body;
+  try {
+    body.assign(size, '\n');
+  } catch (const std::bad_alloc&) {
+    throw std::invalid_argument(option + " is more than the memory free for it");
+  }
   for (std::size_t i = 0; i < size; ++i) {
     if (i % 64 != 63) {
       body[i] = static_cast<char>('a' + (i / 64 + i % 64) % 26);

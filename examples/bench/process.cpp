@@ -18,7 +18,8 @@
 
 namespace cyan::bench {
 
-child_process::child_process(const std::vector<std::string>& argv, int cpu, bool piped_input) {
+child_process::child_process(const std::vector<std::string>& argv, int cpu, bool piped_input,
+                             bool piped_errors) {
   int pipe_fds[2];
   int input_fds[2] = { -1, -1 };
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -47,6 +48,9 @@ child_process::child_process(const std::vector<std::string>& argv, int cpu, bool
   }
   if (pid_ == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
+    if (piped_errors) {
+      ::dup2(pipe_fds[1], STDERR_FILENO);
+    }
     if (input_fds[0] >= 0) {
       ::dup2(input_fds[0], STDIN_FILENO);
     }

@@ -18,9 +18,11 @@ namespace cyan::bench {
 class child_process {
  public:
   /// Starts `argv[0]` with `argv`, on CPU `cpu` (or any CPU when negative); with `piped_input`
-  /// its stdin is a pipe fed by write_input() (otherwise it shares ours). Throws
+  /// its stdin is a pipe fed by write_input() (otherwise it shares ours); with `piped_errors`
+  /// its stderr goes to the same pipe as its stdout (otherwise it shares ours). Throws
   /// std::system_error when it cannot be started.
-  child_process(const std::vector<std::string>& argv, int cpu, bool piped_input = false);
+  child_process(const std::vector<std::string>& argv, int cpu, bool piped_input = false,
+                bool piped_errors = false);
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
   ~child_process();

@@ -144,8 +144,10 @@ dispatch::task<> connection::exchange() {
       if (large_body_.empty()) {
         co_await socket_.write_all(net::buffer(out_), settings_.idle_timeout);
       } else {
-        pieces_ = { net::buffer(out_), net::buffer(large_body_) };
-        co_await socket_.write_all(std::span(pieces_), settings_.idle_timeout);
+        // One element type for the array: the page is const, so out_ goes as const bytes too.
+        co_await socket_.write_all(
+            std::array{ net::buffer(std::as_const(out_)), net::buffer(large_body_) },
+            settings_.idle_timeout);
         large_body_ = {};
       }
       out_.clear();

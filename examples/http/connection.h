@@ -87,12 +87,11 @@ class connection {
   const server_runtime& runtime_;
   request_parser parser_;
   std::array<std::byte, kReadBufferSize> input_;
-  std::string_view unparsed_;    // of input_
-  std::string out_;              // the responses to write; cleared, never shrunk
-  std::string_view large_body_;  // written after out_ (see kInlineBodyLimit)
-  std::array<std::span<const std::byte>, 2> pieces_;  // out_ and large_body_, while written
-  clock_type::time_point deadline_;                   // of the request in progress
-  std::uint64_t deadline_of_ = 0;  // which request (by requests_begun()) deadline_ is for
+  std::string_view unparsed_;        // of input_
+  std::string out_;                  // the responses to write; cleared, never shrunk
+  std::string_view large_body_;      // written after out_ (see kInlineBodyLimit)
+  clock_type::time_point deadline_;  // of the request in progress
+  std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
   unsigned reads_ = 0;
   bool idle_ = false;       // reading, between requests
   bool reading_ = false;    // in a read (not a write) when an exception comes

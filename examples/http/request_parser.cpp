@@ -22,6 +22,11 @@ bool is(const char (&start)[N], std::size_t length, std::string_view expected) n
   return length == expected.size() && length <= N && std::string_view(start, length) == expected;
 }
 
+// HTTP/1.0 or 1.1: the versions the server speaks (and answers in).
+bool is_http_1(const llhttp_t* parser) noexcept {
+  return parser->http_major == 1 && parser->http_minor <= 1;
+}
+
 }  // namespace
 
 // Only the callbacks the server needs: Connection, Content-Length and Transfer-Encoding llhttp
@@ -32,6 +37,7 @@ const llhttp_settings_t request_parser::kSettings = [] {
   settings.on_message_begin = on_message_begin;
   settings.on_method = on_method;
   settings.on_url = on_url;
+  settings.on_version_complete = on_version_complete;
   settings.on_header_field = on_header_field;
   settings.on_header_field_complete = on_header_field_complete;
   settings.on_header_value = on_header_value;
@@ -45,6 +51,10 @@ const llhttp_settings_t request_parser::kSettings = [] {
 request_parser::request_parser(request_limits limits) noexcept : limits_(limits) {
   llhttp_init(&parser_, HTTP_REQUEST, &kSettings);
   parser_.data = this;
+  // Strict, llhttp refuses a version other than 0.9, 1.0, 1.1 and 2.0 as malformed (400);
+  // lenient, it takes any digit.digit and on_version_complete() answers 505 to all but 1.0 and
+  // 1.1, as nginx does. (llhttp 8 has the flag but not yet llhttp_set_lenient_version().)
+  parser_.lenient_flags |= LENIENT_VERSION;
 }
 
 // How a feed() goes:
@@ -128,6 +138,14 @@ int request_parser::on_url(llhttp_t* parser, const char* at, std::size_t length)
   return HPE_OK;
 }
 
+int request_parser::on_version_complete(llhttp_t* parser) noexcept {
+  if (!is_http_1(parser)) {
+    of(parser).error_ = status::http_version_not_supported;
+    return -1;
+  }
+  return HPE_OK;
+}
+
 int request_parser::on_header_field(llhttp_t* parser, const char* at, std::size_t length) noexcept {
   request_parser& self = of(parser);
   collect(self.name_start_, self.name_length_, at, length);
@@ -169,6 +187,11 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
   const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
   const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
+  // HTTP/0.9's request line names no version, so on_version_complete() has not seen it.
+  if (!is_http_1(parser)) {
+    self.error_ = status::http_version_not_supported;
+    return -1;
+  }
   if ((parser->flags & F_CONTENT_LENGTH) != 0 &&
       parser->content_length > self.limits_.max_body_bytes) {
     self.error_ = status::payload_too_large;

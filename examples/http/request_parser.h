@@ -51,7 +51,8 @@ class request_parser {
 
   /// The request feed() last completed.
   [[nodiscard]] const request& last() const noexcept { return request_; }
-  /// After parse_event::error: 431 (header section too large), 413 (body too large) or 400.
+  /// After parse_event::error: 431 (header section too large), 413 (body too large), 505 (a
+  /// version other than HTTP/1.0 and 1.1) or 400.
   [[nodiscard]] status error_status() const noexcept { return error_; }
   /// Part of a request has arrived, not all of it.
   [[nodiscard]] bool in_request() const noexcept { return in_request_; }
@@ -72,6 +73,7 @@ class request_parser {
   static int on_message_begin(llhttp_t* parser) noexcept;
   static int on_method(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_version_complete(llhttp_t* parser) noexcept;
   static int on_header_field(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_header_field_complete(llhttp_t* parser) noexcept;
   static int on_header_value(llhttp_t* parser, const char* at, std::size_t length) noexcept;

@@ -16,16 +16,17 @@ namespace cyan::examples::http {
 
 /// Every status http_server answers with.
 enum class status : std::uint8_t {
-  ok,                       ///< 200
-  bad_request,              ///< 400, the connection closes
-  not_found,                ///< 404
-  method_not_allowed,       ///< 405, with Allow: GET, HEAD
-  request_timeout,          ///< 408, the connection closes
-  payload_too_large,        ///< 413, the connection closes
-  header_fields_too_large,  ///< 431, the connection closes
-  service_unavailable,      ///< 503, the connection closes (too many connections)
+  ok,                          ///< 200
+  bad_request,                 ///< 400, the connection closes
+  not_found,                   ///< 404
+  method_not_allowed,          ///< 405, with Allow: GET, HEAD
+  request_timeout,             ///< 408, the connection closes
+  payload_too_large,           ///< 413, the connection closes
+  header_fields_too_large,     ///< 431, the connection closes
+  service_unavailable,         ///< 503, the connection closes (too many connections)
+  http_version_not_supported,  ///< 505, the connection closes (not HTTP/1.0 or 1.1)
 };
-inline constexpr std::size_t kStatusCount = 8;
+inline constexpr std::size_t kStatusCount = 9;
 
 /// The Connection header a response carries.
 enum class connection_header : std::uint8_t {

@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "quoted.h"
+
 namespace cyan::net {
 namespace {
 
@@ -36,8 +38,7 @@ const ::sockaddr_un& as_unix(const ::sockaddr* address) noexcept {
 }
 
 [[noreturn]] void throw_malformed(std::string_view text) {
-  throw std::invalid_argument("cyan::net::endpoint: malformed endpoint \"" + std::string(text) +
-                              "\"");
+  throw std::invalid_argument("cyan::net::endpoint: malformed endpoint " + detail::quoted(text));
 }
 
 std::optional<std::uint32_t> parse_decimal(std::string_view digits) {
@@ -80,10 +81,14 @@ std::string zone_to_string(std::uint32_t scope_id) {
 }
 
 // Fills `out` (zeroed) with the Unix-domain address of `path`; returns its size, or 0 when the
-// path is empty or does not fit sun_path.
+// path is empty, does not fit sun_path or holds a NUL. The kernel would take a NUL inside an
+// abstract name, but then the name's text could not be parsed back (parse() refuses a NUL).
 ::socklen_t fill_unix(std::string_view path, ::sockaddr_storage& out) noexcept {
   auto& address = reinterpret_cast<::sockaddr_un&>(out);
   address.sun_family = AF_UNIX;
+  if (path.find('\0') != std::string_view::npos) {
+    return 0;
+  }
   if (path.starts_with('@')) {
     // Abstract: a '\0' then the name's bytes, no terminator; the size says where it ends.
     const std::string_view name = path.substr(1);
@@ -94,8 +99,7 @@ std::string zone_to_string(std::uint32_t scope_id) {
     return static_cast<::socklen_t>(kPathOffset + 1 + name.size());
   }
   // A path name keeps its terminating '\0' inside sun_path, as other programs expect.
-  if (path.empty() || path.size() > kPathCapacity - 1 ||
-      path.find('\0') != std::string_view::npos) {
+  if (path.empty() || path.size() > kPathCapacity - 1) {
     return 0;
   }
   std::memcpy(address.sun_path, path.data(), path.size());
@@ -213,6 +217,11 @@ endpoint::endpoint() noexcept : storage_{}, size_(sizeof(::sockaddr_in)) {
 endpoint endpoint::parse(std::string_view text) {
   ::sockaddr_storage address{};
   ::socklen_t size = 0;
+  // inet_pton() and if_nametoindex() read a C string, which a NUL would end early:
+  // "127.0.0.1\0evil:80" would pass for 127.0.0.1:80.
+  if (text.find('\0') != std::string_view::npos) {
+    throw_malformed(text);
+  }
   if (text.starts_with(kUnixPrefix)) {
     size = fill_unix(text.substr(kUnixPrefix.size()), address);
   } else if (text.starts_with('[')) {
@@ -246,9 +255,9 @@ endpoint endpoint::unix_socket(std::string_view path) {
   ::sockaddr_storage address{};
   const ::socklen_t size = fill_unix(path, address);
   if (size == 0) {
-    throw std::invalid_argument("cyan::net::endpoint: bad Unix-domain path \"" + std::string(path) +
-                                "\" (empty, or longer than " + std::to_string(kPathCapacity - 1) +
-                                " bytes)");
+    throw std::invalid_argument("cyan::net::endpoint: bad Unix-domain path " +
+                                detail::quoted(path) + " (empty, longer than " +
+                                std::to_string(kPathCapacity - 1) + " bytes, or with a NUL)");
   }
   return from_sockaddr(reinterpret_cast<const ::sockaddr*>(&address), size);
 }

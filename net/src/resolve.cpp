@@ -5,12 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "cyan/dispatch/async.h"
 #include "cyan/net/error.h"
+#include "quoted.h"
 
 namespace cyan::net {
 namespace {
@@ -20,12 +25,50 @@ struct addrinfo_deleter {
 };
 using addrinfo_list = std::unique_ptr<::addrinfo, addrinfo_deleter>;
 
+// `cyan::net::resolve("host", "service")`, for messages.
+std::string call_text(std::string_view host, std::string_view service) {
+  return "cyan::net::resolve(" + detail::quoted(host) + ", " + detail::quoted(service) + ")";
+}
+
 [[noreturn]] void throw_lookup_error(int rc, int saved_errno, const std::string& host,
                                      const std::string& service) {
   const std::error_code code = rc == EAI_SYSTEM
                                    ? std::error_code(saved_errno, std::generic_category())
                                    : std::error_code(rc, resolve_category());
-  throw std::system_error(code, "cyan::net::resolve(\"" + host + "\", \"" + service + "\")");
+  throw std::system_error(code, call_text(host, service));
+}
+
+// Whether glibc's getaddrinfo() takes `service` for a port number: when strtoul() reads all of
+// it, leading white space and a sign included.
+bool read_as_number(std::string_view service) noexcept {
+  const auto start = service.find_first_not_of(" \t\n\v\f\r");
+  if (start == std::string_view::npos) {
+    return false;
+  }
+  service.remove_prefix(start);
+  if (service.starts_with('+') || service.starts_with('-')) {
+    service.remove_prefix(1);
+  }
+  return !service.empty() && service.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// Refuses what getaddrinfo() would misread. It reads host and service as C strings, so a NUL
+// would cut a name short ("localhost\0evil.example" is "localhost"), and it keeps only the low
+// 16 bits of a numeric service ("99999" is port 34463): a number must be plain digits, 0..65535.
+void check_arguments(const std::string& host, const std::string& service) {
+  if (host.find('\0') != std::string::npos || service.find('\0') != std::string::npos) {
+    throw std::invalid_argument(call_text(host, service) + ": a NUL in the host or service");
+  }
+  if (!read_as_number(service)) {
+    return;
+  }
+  std::uint32_t port = 0;
+  const char* end = service.data() + service.size();
+  const auto [stop, ec] = std::from_chars(service.data(), end, port);
+  if (ec != std::errc() || stop != end || port > 0xffff) {
+    throw std::invalid_argument(call_text(host, service) +
+                                ": the port is not a decimal number from 0 to 65535");
+  }
 }
 
 // The blocking part, run on a pool thread.
@@ -63,6 +106,7 @@ std::vector<endpoint> lookup(const std::string& host, const std::string& service
 
 dispatch::task<std::vector<endpoint>> resolve(std::string host, std::string service,
                                               resolve_flags flags) {
+  check_arguments(host, service);
   // The closure owns its strings: a stop request (or the task's destruction) may leave the
   // lookup running after this frame is gone. It is a named local because GCC 12 miscompiles a
   // capturing lambda temporary inside a co_await expression (a moved std::string capture is

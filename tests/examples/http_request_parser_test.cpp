@@ -230,13 +230,40 @@ TEST(HttpRequestParser, ExpectContinueIsReportedUntilTheBodyComesOrItIsSent) {
 TEST(HttpRequestParser, MalformedRequestsAre400AndStayFailed) {
   for (const std::string text :
        { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
-         "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "GET / HTTP/x.1\r\n\r\n",
+         "GET / HTTP/1.x\r\n\r\n", "GET / HTTP/11.1\r\n\r\n",
          "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" }) {
     request_parser parser({});
     EXPECT_EQ(feed_in_pieces(parser, text), std::vector{ parse_event::error }) << text;
     EXPECT_EQ(parser.error_status(), status::bad_request) << text;
     std::string_view next = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     EXPECT_EQ(parser.feed(next), parse_event::error) << text;
+  }
+}
+
+// As nginx answers: a well-formed version other than 1.0 and 1.1 is one the server does not
+// speak (505), not a malformed request (400); one the request line names is refused there,
+// before any header, from every split of the stream.
+TEST(http_request_parser, a_version_other_than_1_0_or_1_1_is_505_and_stays_failed) {
+  for (const std::string version :
+       { "HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/3.0", "HTTP/9.9", "HTTP/0.0", "HTTP/2.1" }) {
+    for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 } }) {
+      request_parser parser({});
+      const std::string text = "GET / " + version + "\r\nHost: x\r\n\r\n";
+      EXPECT_EQ(feed_in_pieces(parser, text, piece), std::vector{ parse_event::error }) << text;
+      EXPECT_EQ(parser.error_status(), status::http_version_not_supported) << text;
+      std::string_view next = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+      EXPECT_EQ(parser.feed(next), parse_event::error) << text;
+    }
+  }
+  // HTTP/0.9's request line has no version at all.
+  request_parser simple({});
+  EXPECT_EQ(feed_in_pieces(simple, "GET /\r\n\r\n"), std::vector{ parse_event::error });
+  EXPECT_EQ(simple.error_status(), status::http_version_not_supported);
+  for (const std::string version : { "HTTP/1.0", "HTTP/1.1" }) {
+    request_parser parser({});
+    EXPECT_EQ(feed_in_pieces(parser, "GET / " + version + "\r\nHost: x\r\n\r\n"), kOneRequest)
+        << version;
   }
 }
 

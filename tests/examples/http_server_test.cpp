@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -284,6 +286,43 @@ TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
   expect_answer_and_close(no_host, 400);
   EXPECT_EQ(good->get_root(1s), 200);
   EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+// As nginx: a version other than HTTP/1.0 and 1.1 gets 505 and the connection closes.
+TEST(http_server, a_version_other_than_1_0_or_1_1_gets_505_and_close_while_others_are_served) {
+  server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  const auto good = good_client(s.port());
+  for (const std::string version : { "HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/3.0" }) {
+    http_test_client client(s.port());
+    ASSERT_TRUE(client.send("GET / " + version + "\r\nHost: test\r\n\r\n"));
+    const std::optional<http_response> r = client.read_response(5s);
+    ASSERT_TRUE(r.has_value()) << version;
+    EXPECT_EQ(r->status_line, "HTTP/1.1 505 HTTP Version Not Supported") << version;
+    EXPECT_EQ(r->body, "505 HTTP Version Not Supported\n") << version;
+    EXPECT_EQ(r->header("Connection"), "close") << version;
+    EXPECT_EQ(r->header("Content-Length"), std::to_string(r->body.size())) << version;
+    EXPECT_TRUE(client.wait_closed(5s)) << version;
+    EXPECT_EQ(good->get_root(5s), 200) << version;
+  }
+  EXPECT_EQ(s.process().stop(10s), 0);
+}
+
+// A body that cannot fit in memory is refused by name before the server listens (the last
+// resort would otherwise be std::bad_alloc's "std::bad_alloc", or the kernel's OOM killer).
+TEST(http_server, a_body_size_larger_than_memory_is_refused_naming_the_option) {
+  const std::uint64_t memory = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                               static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t size = 999'999'999'999;  // the most --body-size's 12 digits say
+  ASSERT_GT(size, memory) << "this machine holds a body of " << size << " bytes";
+  child_process p({ CYAN_PROGRAM_HTTP_SERVER, "--port", "0", "--threads", "1", "--body-size",
+                    std::to_string(size) },
+                  -1, false, true);
+  const std::string output = p.read_all(10s);
+  EXPECT_EQ(p.wait(10s), 1);
+  EXPECT_EQ(output, "http_server: --body-size " + std::to_string(size) +
+                        " is more than this machine's memory (" + std::to_string(memory) +
+                        " bytes)\n");
 }
 
 TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "support/ipv6.h"
@@ -215,6 +216,42 @@ TEST(endpoint, a_unix_path_too_long_or_empty_is_refused_by_unix_socket_too) {
   }
   EXPECT_EQ(endpoint::unix_socket("/tmp/x").to_string(), "unix:/tmp/x");
   EXPECT_EQ(endpoint::unix_socket("@x"), endpoint::parse("unix:@x"));
+}
+
+// A NUL ends a C string, so a check that reads only up to it (inet_pton, if_nametoindex)
+// would take "127.0.0.1\0evil:80" for 127.0.0.1:80. The message shows the NUL as \0.
+TEST(endpoint, text_with_a_nul_throws_invalid_argument_naming_it_printably) {
+  EXPECT_EQ(what_parse_throws(std::string("127.0.0.1\0evil:80", 17)),
+            R"(cyan::net::endpoint: malformed endpoint "127.0.0.1\0evil:80")");
+  EXPECT_EQ(what_parse_throws(std::string("[::1%lo\0junk]:80", 16)),
+            R"(cyan::net::endpoint: malformed endpoint "[::1%lo\0junk]:80")");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+    { std::string("127.0.0.1:80\0", 13), R"("127.0.0.1:80\0")" },
+    { std::string("[::1\0]:80", 9), R"("[::1\0]:80")" },
+    { std::string("unix:/tmp/a\0b", 13), R"("unix:/tmp/a\0b")" },
+    { std::string("unix:@a\0b", 9), R"("unix:@a\0b")" },
+    { std::string("\0", 1), R"("\0")" },
+  };
+  for (const auto& [text, quoted] : cases) {
+    EXPECT_NE(what_parse_throws(text).find(quoted), std::string::npos) << quoted;
+  }
+}
+
+TEST(endpoint, a_message_escapes_control_characters_quotes_and_backslashes) {
+  EXPECT_EQ(what_parse_throws("a\"b\\c\td\n\x01"),
+            R"(cyan::net::endpoint: malformed endpoint "a\"b\\c\td\n\x01")");
+}
+
+TEST(endpoint, unix_socket_refuses_a_nul_in_a_path_or_an_abstract_name) {
+  for (const std::string& path : { std::string("/tmp/a\0b", 8), std::string("@a\0b", 4) }) {
+    try {
+      (void)endpoint::unix_socket(path);
+      ADD_FAILURE() << "unix_socket() of a path with a NUL should have thrown";
+    } catch (const std::invalid_argument& e) {
+      const std::string quoted = path[0] == '@' ? R"("@a\0b")" : R"("/tmp/a\0b")";
+      EXPECT_NE(std::string(e.what()).find(quoted), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(endpoint, factories_give_the_loopback_and_wildcard_addresses) {

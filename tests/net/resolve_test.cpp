@@ -4,6 +4,9 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <unordered_set>
@@ -38,6 +41,20 @@ std::system_error failure_of(const std::string& host, const std::string& service
     return e;
   }
   return std::system_error(std::error_code());
+}
+
+// The message of the std::invalid_argument resolve(host, service) throws; a test failure if it
+// throws nothing or something else.
+std::string invalid_argument_of(const std::string& host, const std::string& service) {
+  try {
+    const std::vector<endpoint> found = sync_wait(resolve(host, service));
+    ADD_FAILURE() << "resolve() found " << found.size() << " addresses";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "resolve() threw another exception: " << e.what();
+  }
+  return {};
 }
 
 bool all_unique(const std::vector<endpoint>& found) {
@@ -118,6 +135,39 @@ TEST(resolve, a_name_in_the_invalid_tld_throws_a_lookup_failure) {
   EXPECT_NE(std::string(error.what()).find(R"(cyan::net::resolve("host.invalid", "80"))"),
             std::string::npos)
       << error.what();
+}
+
+// getaddrinfo() reads host and service as C strings: "localhost\0evil.example" would be looked
+// up as "localhost". The message shows the NUL as \0.
+TEST(resolve, a_nul_in_the_host_or_service_throws_invalid_argument_naming_both) {
+  EXPECT_EQ(invalid_argument_of(std::string("localhost\0evil.example", 22), "80"),
+            R"(cyan::net::resolve("localhost\0evil.example", "80"): a NUL in the host or service)");
+  EXPECT_EQ(invalid_argument_of("127.0.0.1", std::string("80\0junk", 7)),
+            R"(cyan::net::resolve("127.0.0.1", "80\0junk"): a NUL in the host or service)");
+}
+
+// glibc's getaddrinfo() takes any service strtoul() reads whole as a port and keeps its low 16
+// bits: "99999" would be port 34463 and "65536" port 0.
+TEST(resolve, a_numeric_service_outside_0_to_65535_throws_invalid_argument_naming_it) {
+  EXPECT_EQ(invalid_argument_of("127.0.0.1", "99999"),
+            R"(cyan::net::resolve("127.0.0.1", "99999"): the port is not a decimal number )"
+            R"(from 0 to 65535)");
+  for (const std::string service :
+       { "65536", "4294967376", "18446744073709551696", " 80", "+80", "-1" }) {
+    EXPECT_NE(invalid_argument_of("127.0.0.1", service).find("\"" + service + "\""),
+              std::string::npos)
+        << service;
+  }
+  EXPECT_NE(invalid_argument_of("127.0.0.1", "\t65616").find(R"("\t65616")"), std::string::npos);
+}
+
+TEST(resolve, a_numeric_service_from_0_to_65535_gives_exactly_that_port) {
+  for (const auto& [service, port] : std::vector<std::pair<std::string, std::uint16_t>>{
+           { "0", 0 }, { "1", 1 }, { "080", 80 }, { "65535", 65535 } }) {
+    EXPECT_EQ(sync_wait(resolve("127.0.0.1", service)),
+              std::vector<endpoint>{ endpoint::loopback_v4(port) })
+        << service;
+  }
 }
 
 TEST(resolve, a_task_on_a_handler_thread_resumes_there_with_the_result) {

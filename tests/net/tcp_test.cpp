@@ -580,6 +580,39 @@ TEST(tcp, gathering_write_all_sends_every_buffer_in_order) {
   EXPECT_EQ(received.substr(0, 4), "|b|c");
 }
 
+// buffer() of a non-const std::string gives spans of mutable bytes, which the gathering
+// write_all takes as they are (the README's form), from a std::array or a std::vector.
+static_assert(requires(tcp_socket & s, std::array<std::span<std::byte>, 2>& pieces) {
+  s.write_all(pieces);
+  s.write_all(pieces, 5s);
+});
+static_assert(requires(tcp_socket & s, const std::vector<std::span<std::byte>>& pieces) {
+  s.write_all(pieces);
+  s.write_all(pieces, 5s);
+});
+
+TEST(tcp, gathering_write_all_takes_buffers_of_non_const_strings) {
+  handler_thread h;
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n";
+  std::string body(3000, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    body[i] = static_cast<char>('a' + i % 26);
+  }
+  const auto received = run_on(h, [&]() -> task<std::string> {
+    using cyan::net::buffer;
+    tcp_socket client = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
+    tcp_socket server = co_await listener.accept(5s);
+    co_await client.write_all(std::array{ buffer(head), buffer(body) });
+    std::vector<std::span<std::byte>> pieces{ buffer(body), buffer(head) };
+    co_await client.write_all(pieces, 5s);
+    std::string text(2 * (head.size() + body.size()), '\0');
+    co_await server.read_exact(buffer(text), 5s);
+    co_return text;
+  });
+  EXPECT_EQ(received, head + body + body + head);
+}
+
 TEST(tcp, endpoints_and_options_of_a_connection) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());

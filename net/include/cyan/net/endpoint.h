@@ -23,7 +23,8 @@ class endpoint {
 
   /// Parses the forms above (numeric addresses only: use resolve() for host names). The port is
   /// decimal, 0..65535, and required for IPv4 and IPv6. Throws std::invalid_argument naming the
-  /// string when it is malformed (or a Unix path is empty or longer than sockaddr_un holds).
+  /// string (a NUL shown as `\0`) when it is malformed, holds a NUL anywhere, or a Unix path is
+  /// empty or longer than sockaddr_un holds.
   [[nodiscard]] static endpoint parse(std::string_view text);
 
   /// 127.0.0.1:port, [::1]:port, 0.0.0.0:port, [::]:port.
@@ -33,7 +34,7 @@ class endpoint {
   [[nodiscard]] static endpoint any_v6(std::uint16_t port = 0) noexcept;
 
   /// A Unix-domain endpoint for `path` (a leading '@' names the abstract namespace). Throws
-  /// std::invalid_argument when the path is empty or too long for sockaddr_un.
+  /// std::invalid_argument when the path is empty, too long for sockaddr_un or holds a NUL.
   [[nodiscard]] static endpoint unix_socket(std::string_view path);
 
   /// Copies an address the kernel filled in (accept, getsockname, recvfrom, getaddrinfo).

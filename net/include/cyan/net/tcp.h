@@ -144,16 +144,28 @@ class tcp_socket {
 
   /// `co_await s.write_all(std::array{ buffer(header), buffer(body) }[, limit])`: writes every
   /// byte of every buffer, in order, gathering them into one writev (sendmsg) per system call
-  /// (16 buffers at most per call). The buffers (and the array or vector of them) must live
-  /// until the write completes; a temporary array in the co_await expression does. (No
-  /// braced-list overload: GCC 12 cannot keep an initializer_list alive across co_await.)
-  /// Fails with cyan::net::transfer_error counting the bytes sent, across the buffers in order.
+  /// (16 buffers at most per call). The buffers may be spans of const bytes (buffer() of a
+  /// string_view or a const string) or of mutable ones (buffer() of a std::string), in a
+  /// std::array, a std::vector or any contiguous range; the buffers and the range of them must
+  /// live until the write completes (it reads the range in place); a temporary array in the
+  /// co_await expression does. (No braced-list overload: GCC 12 cannot keep an
+  /// initializer_list alive across co_await.) Fails with cyan::net::transfer_error counting
+  /// the bytes sent, across the buffers in order.
   [[nodiscard]] detail::write_all_op write_all(
       std::span<const std::span<const std::byte>> buffers) noexcept {
     return { core(), buffers, detail::kNoTimeout };
   }
+  [[nodiscard]] detail::write_all_op write_all(
+      std::span<const std::span<std::byte>> buffers) noexcept {
+    return { core(), buffers, detail::kNoTimeout };
+  }
   template <typename Rep, typename Period>
   [[nodiscard]] detail::write_all_op write_all(std::span<const std::span<const std::byte>> buffers,
+                                               std::chrono::duration<Rep, Period> limit) noexcept {
+    return { core(), buffers, detail::to_timeout(limit) };
+  }
+  template <typename Rep, typename Period>
+  [[nodiscard]] detail::write_all_op write_all(std::span<const std::span<std::byte>> buffers,
                                                std::chrono::duration<Rep, Period> limit) noexcept {
     return { core(), buffers, detail::to_timeout(limit) };
   }

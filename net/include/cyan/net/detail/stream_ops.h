@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 
+#include "cyan/net/detail/buffer_sequence.h"
 #include "cyan/net/detail/socket_core.h"
 #include "cyan/net/endpoint.h"
 
@@ -73,11 +74,12 @@ class write_all_op final : public io_wait {
  public:
   static constexpr std::size_t kGather = 16;
 
-  write_all_op(socket_core* core, std::span<const std::span<const std::byte>> buffers,
-               timeout_type timeout) noexcept
+  write_all_op(socket_core* core, buffer_sequence buffers, timeout_type timeout) noexcept
       : io_wait(core, event::io::write, timeout), buffers_(buffers) {}
   write_all_op(socket_core* core, std::span<const std::byte> buffer, timeout_type timeout) noexcept
-      : io_wait(core, event::io::write, timeout), single_(buffer), buffers_(&single_, 1) {}
+      : io_wait(core, event::io::write, timeout),
+        single_(buffer),
+        buffers_(std::span<const std::span<const std::byte>>(&single_, 1)) {}
   void await_resume() { finish_transfer("cyan::net::tcp_socket::write_all", written_); }
 
  private:
@@ -85,7 +87,7 @@ class write_all_op final : public io_wait {
   void advance(std::size_t written) noexcept;
 
   std::span<const std::byte> single_;
-  std::span<const std::span<const std::byte>> buffers_;
+  buffer_sequence buffers_;
   std::size_t next_ = 0;     // the first buffer not completely written
   std::size_t offset_ = 0;   // bytes of buffers_[next_] already written
   std::size_t written_ = 0;  // bytes of all the buffers already written
