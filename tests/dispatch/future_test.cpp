@@ -5,6 +5,7 @@
 #include <atomic>
 #include <coroutine>
 #include <exception>
+#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -13,8 +14,11 @@
 #include <vector>
 
 #include "cyan/common/unique_function.h"
+#include "cyan/dispatch/async.h"
 #include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/handler_thread.h"
+#include "cyan/dispatch/serial_token.h"
+#include "cyan/dispatch/task.h"
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
 #include "support/detached.h"
@@ -277,6 +281,161 @@ TEST(future, destroying_a_future_after_its_awaiter_suspended_withdraws_the_conti
   thread.stop();
   thread.join();
   EXPECT_EQ(thread.stats().executed, 2u);
+}
+
+// A minimal lazy coroutine type as an application writes one (its promise is not cyan's): the
+// body starts at start(), stops at its end, and the destructor frees the frame wherever it is.
+class lazy_coroutine {
+ public:
+  struct promise_type {
+    lazy_coroutine get_return_object() noexcept {
+      return lazy_coroutine(std::coroutine_handle<promise_type>::from_promise(*this));
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+
+  lazy_coroutine(lazy_coroutine&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)) {}
+  lazy_coroutine& operator=(lazy_coroutine&&) = delete;
+  ~lazy_coroutine() {
+    if (handle_) {
+      handle_.destroy();
+    }
+  }
+
+  void start() { handle_.resume(); }
+  [[nodiscard]] bool done() const { return handle_.done(); }
+
+ private:
+  explicit lazy_coroutine(std::coroutine_handle<promise_type> handle) noexcept : handle_(handle) {}
+
+  std::coroutine_handle<promise_type> handle_;
+};
+
+// Awaits a future that the test keeps (and outlives the frame): destroying the frame leaves the
+// future alive. `alive` lives in the frame, so the lifecycle counters show when it is freed.
+template <typename T>
+lazy_coroutine await_kept_future(future<T>& kept, std::atomic<int>& resumed) {
+  const lifecycle alive(1);
+  (void)co_await kept;
+  resumed.fetch_add(1);
+}
+
+// The same await one level down, in a cyan task that the foreign coroutine awaits.
+template <typename T>
+cyan::dispatch::task<> task_awaiting_kept_future(future<T>& kept, std::atomic<int>& resumed) {
+  const lifecycle alive(1);
+  (void)co_await kept;
+  resumed.fetch_add(1);
+}
+
+lazy_coroutine await_task(cyan::dispatch::task<> awaited) {
+  co_await std::move(awaited);
+}
+
+// Issue #30 item 8: a foreign coroutine (or a cyan task it awaits) suspended in co_await on
+// async_awaitable()'s future is destroyed; then the task completes while the future is alive.
+// Expect the frame freed at once and never resumed, and the task's result (checked by `check`)
+// still in the future. The gate orders the steps; the token runs the task behind the gated one
+// only after that one returned, its continuation (if it still had one) included.
+template <typename Coroutine, typename F, typename Check>
+void expect_no_resumption_after_destroy(Coroutine start_awaiting, F body, Check check) {
+  lifecycle::reset();
+  cyan::dispatch::serial_token token;
+  std::latch gate{ 1 };
+  std::atomic<int> resumed{ 0 };
+  auto result = cyan::dispatch::async_awaitable(token, [&gate, body]() mutable {
+    gate.wait();
+    return body();
+  });
+  {
+    lazy_coroutine coroutine = start_awaiting(result, resumed);
+    coroutine.start();
+    EXPECT_FALSE(coroutine.done());  // suspended: the task waits for the gate
+    EXPECT_EQ(lifecycle::live(), 1);
+  }
+  EXPECT_EQ(lifecycle::live(), 0);
+  EXPECT_TRUE(result.valid());
+  gate.count_down();
+  auto behind = cyan::dispatch::async_awaitable(token, [] { return 8; });
+  // 10 s: a bound for a loaded machine, not a deadline; the tasks take microseconds.
+  ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(behind.get(), 8);
+  // Expect no resumption of the freed frame (ASan and TSan report it as a heap-use-after-free).
+  EXPECT_EQ(resumed.load(), 0);
+  check(std::move(result));
+  EXPECT_EQ(lifecycle::live(), 0);
+}
+
+TEST(future, destroying_a_foreign_coroutine_suspended_on_a_future_that_lives_on_withdraws_it) {
+  expect_no_resumption_after_destroy(
+      [](future<int>& kept, std::atomic<int>& resumed) { return await_kept_future(kept, resumed); },
+      [] { return 7; }, [](future<int> result) { EXPECT_EQ(result.get(), 7); });
+}
+
+TEST(future, a_destroyed_foreign_awaiter_of_a_void_future_is_not_resumed) {
+  std::atomic<int> ran{ 0 };
+  expect_no_resumption_after_destroy(
+      [](future<void>& kept, std::atomic<int>& resumed) {
+        return await_kept_future(kept, resumed);
+      },
+      [&ran] { ran.fetch_add(1); },
+      [&ran](future<void> result) {
+        result.get();
+        EXPECT_EQ(ran.load(), 1);
+      });
+}
+
+TEST(future, a_destroyed_foreign_awaiter_of_a_move_only_future_is_not_resumed) {
+  expect_no_resumption_after_destroy(
+      [](future<std::unique_ptr<int>>& kept, std::atomic<int>& resumed) {
+        return await_kept_future(kept, resumed);
+      },
+      [] { return std::make_unique<int>(9); },
+      [](future<std::unique_ptr<int>> result) {
+        std::unique_ptr<int> value = result.get();
+        ASSERT_NE(value, nullptr);
+        EXPECT_EQ(*value, 9);
+      });
+}
+
+TEST(future, destroying_a_task_suspended_on_a_future_that_lives_on_withdraws_it) {
+  expect_no_resumption_after_destroy(
+      [](future<int>& kept, std::atomic<int>& resumed) {
+        return await_task(task_awaiting_kept_future(kept, resumed));
+      },
+      [] { return 7; }, [](future<int> result) { EXPECT_EQ(result.get(), 7); });
+}
+
+// The future goes first (its continuation withdrawn), the task completes, then the frame of the
+// foreign coroutine that awaited it goes: expect no resumption, and the destroyed awaiter not to
+// touch the state that the future and the task have both left (ASan would report it).
+TEST(future, a_foreign_awaiter_destroyed_after_its_future_and_the_task_is_not_resumed) {
+  lifecycle::reset();
+  cyan::dispatch::serial_token token;
+  std::latch gate{ 1 };
+  std::atomic<int> resumed{ 0 };
+  auto result = cyan::dispatch::async_awaitable(token, [&gate] {
+    gate.wait();
+    return 7;
+  });
+  {
+    lazy_coroutine coroutine = await_kept_future(result, resumed);
+    coroutine.start();
+    EXPECT_FALSE(coroutine.done());
+    result = future<int>();
+    gate.count_down();
+    auto behind = cyan::dispatch::async_awaitable(token, [] { return 8; });
+    ASSERT_EQ(behind.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(behind.get(), 8);
+    EXPECT_EQ(resumed.load(), 0);
+    EXPECT_EQ(lifecycle::live(), 1);
+  }
+  EXPECT_EQ(resumed.load(), 0);
+  EXPECT_EQ(lifecycle::live(), 0);
 }
 
 TEST(future, racing_producers_and_blocking_consumers_see_every_result) {

@@ -41,11 +41,11 @@ class future {
     return *this;
   }
   /// Drops this future's reference to the result. A continuation that `co_await` registered
-  /// is withdrawn unless the task has completed already, so a coroutine destroyed while it is
-  /// suspended on this future (its frame destroys the future) is never resumed. Racing with the
-  /// completion on another thread, exactly one side wins: the resumption starts first (it then
-  /// runs concurrently with whatever destroys the future, a data race on the frame that the
-  /// caller must exclude), or it never happens.
+  /// is withdrawn unless the task has completed already, so a coroutine suspended on this future
+  /// is never resumed once the future is gone (destroying the coroutine withdraws it as well:
+  /// see operator co_await). Racing with the completion on another thread, exactly one side
+  /// wins: the resumption starts first (it then runs concurrently with whatever destroys the
+  /// future, a data race on the frame that the caller must exclude), or it never happens.
   ~future() {
     if (state_ != nullptr) {
       state_->withdraw_continuation();
@@ -121,8 +121,10 @@ class future {
   ///   future, and a stop request to the task's stop token resumes it there at once, the
   ///   expression then throwing std::system_error(std::errc::operation_canceled).
   /// - In any other coroutine, it resumes on the thread that completed the task.
-  /// Destroying the suspended coroutine (or this future) before the task completes cancels the
-  /// resumption: see ~future().
+  /// Destroying the suspended coroutine (a foreign one too), or this future, before the task
+  /// completes withdraws the resumption, whichever of the two goes first: the coroutine is never
+  /// resumed. A destruction that races the completion on another thread is decided as in
+  /// ~future().
   auto operator co_await() noexcept { return awaiter(*this); }
 
   void swap(future& other) noexcept { std::swap(state_, other.state_); }
@@ -136,12 +138,41 @@ class future {
   // arrive goes on with the coroutine: await_suspend() looks at the stop token after it
   // registered the continuation, which it may do only while no one can resume the coroutine.
   // A stop request and the completion exclude each other by withdraw_continuation().
+  //
+  // Withdrawal. A coroutine destroyed while it is suspended here (a foreign one as well as one
+  // of cyan's) destroys this awaiter without await_resume(): ~awaiter() then withdraws the
+  // continuation. The future may live outside the frame, and outlive it or not, so the awaiter
+  // holds a reference of its own to the state from the suspension on. The withdrawal and the
+  // completion (mark_ready() on the completing thread) are one RMW each on the state's flags,
+  // so one of them comes first:
+  // - the withdrawal: the completion finds no continuation and reads neither it nor its
+  //   context, so it touches neither this awaiter nor the frame; the state lives until the last
+  //   of the future, the job and this awaiter releases it.
+  // - the completion: the resumption has started, and destroying the coroutine at the same
+  //   time is the caller's race, as for any coroutine. A foreign coroutine's context is its
+  //   frame, so the completing thread never touches this awaiter; one of cyan's is resumed
+  //   through this awaiter (resume()), which reads the awaiter before it hands the coroutine on,
+  //   so a branch dropped instead of resumed destroys the awaiter after its last use.
+  // Either way no completing thread touches an awaiter after ~awaiter() began, so it never waits.
   struct awaiter {
     explicit awaiter(future& f) noexcept : awaited(f) {}
     awaiter(const awaiter&) = delete;
     awaiter& operator=(const awaiter&) = delete;
+    ~awaiter() {
+      if (held == nullptr) {
+        return;  // it never suspended
+      }
+      stop_watch.reset();  // waits for a stop_requested() running on another thread
+      if (!resumed) {
+        held->withdraw_continuation();  // destroyed while suspended: see "Withdrawal"
+      }
+      held->release();
+    }
 
     future& awaited;
+    // The state, with this awaiter's own reference, from the suspension on.
+    detail::shared_state<T>* held = nullptr;
+    bool resumed = false;  // await_resume() ran: the continuation did its work, if it had any
     std::coroutine_handle<> coroutine{};
     detail::branch* owner = nullptr;
     detail::executor_ref home{};
@@ -160,12 +191,15 @@ class future {
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
       detail::shared_state<T>& state = awaited.checked();
       if constexpr (!detail::is_cyan_promise<Promise>) {
+        hold(state);
+        // The frame is the context, not this awaiter: see "Withdrawal".
         return state.set_continuation(&resume_inline, suspended.address());
       } else {
         coroutine = suspended;
         owner = detail::branch_of(suspended);
         home = detail::current_executor();
         if (owner == nullptr) {
+          hold(state);
           return state.set_continuation(&resume, this) && !arrive();
         }
         if (owner->abandoned()) {
@@ -176,6 +210,7 @@ class future {
           cancelled = true;
           return false;
         }
+        hold(state);  // before stop_requested() may use it
         if (owner->token.stop_possible()) {
           stop_watch.emplace(owner->token, on_stop{ this });
         }
@@ -193,12 +228,20 @@ class future {
     }
 
     T await_resume() {
+      resumed = true;
       stop_watch.reset();  // waits for a stop_requested() running on another thread
       if (cancelled) {
         throw std::system_error(std::make_error_code(std::errc::operation_canceled),
                                 "cyan::dispatch::future: co_await cancelled by a stop request");
       }
       return awaited.get();
+    }
+
+    // Takes this awaiter's reference before the continuation is registered: from then on the
+    // coroutine may be resumed, or destroyed with this awaiter, at any moment.
+    void hold(detail::shared_state<T>& state) noexcept {
+      state.add_reference();
+      held = &state;
     }
 
     // acq_rel: the second to arrive acquires what the first released.
@@ -220,7 +263,7 @@ class future {
     // the completion will never resume the coroutine and this does, through the home's queue
     // (this stop callback must return before the coroutine may destroy it).
     void stop_requested() noexcept {
-      if (awaited.state_->revoke_continuation()) {
+      if (held->revoke_continuation()) {
         cancelled = true;
         if (arrive()) {
           detail::resume_later_on(home, coroutine, owner);

@@ -27,8 +27,9 @@ namespace cyan::dispatch {
 ///
 /// A task is move-only and used by one thread at a time. Destroying it destroys its frame and
 /// every local in it, whether the body never started, is suspended (the thing it awaits must then
-/// not resume it: a cyan::dispatch::future withdraws its continuation when it is destroyed with
-/// the frame) or has finished; it must not be destroyed while its body is running.
+/// not resume it: `co_await` on a cyan::dispatch::future withdraws its continuation when the frame
+/// is destroyed, wherever the future lives) or has finished; it must not be destroyed while its
+/// body is running.
 ///
 /// Parameters: the frame keeps copies of by-value parameters, but only the references of
 /// reference parameters, so take parameters by value unless the caller provably outlives the task.

@@ -34,11 +34,20 @@ namespace detail {
 /// blocking waits (a futex on flags_, so no allocation and no syscall unless someone sleeps) and
 /// one continuation (a resumed coroutine, or the bridge to std::future).
 /// The producer (the job) completes it once; the consumer (the future's owner) waits, or
-/// registers the continuation (and may withdraw it while the state is not ready). Both may release
-/// their reference from any thread.
+/// registers the continuation (and may withdraw it while the state is not ready). The owners of
+/// a reference (the future, the job, and the awaiter of a suspended coroutine) may release it
+/// from any thread.
 class state_core : noncopyable {
  public:
   using continuation_fn = void (*)(void* context) noexcept;
+
+  /// Takes one more reference, for a holder that the future may not outlive (a suspended
+  /// coroutine's awaiter). Only by a thread that holds a reference already. [consumer]
+  void add_reference() noexcept {
+    // relaxed: the caller's own reference keeps the count above zero, so nothing is ordered by
+    // this increment; each holder's accesses are ordered before the deletion by its release().
+    references_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   /// Drops one reference; the last one frees the block. [any thread]
   void release() noexcept {
@@ -76,8 +85,8 @@ class state_core : noncopyable {
   }
 
   /// Withdraws the continuation set_continuation() registered, if the state is not ready yet:
-  /// for a consumer that goes away first (~future, e.g. with the frame of the coroutine that
-  /// awaited it). Atomic with mark_ready(): either mark_ready() took the continuation first
+  /// for a consumer that goes away first (~future, or the awaiter of a coroutine destroyed while
+  /// suspended on it). Atomic with mark_ready(): either mark_ready() took the continuation first
   /// (it runs, or already ran, on the completing thread; returns false) or it never runs
   /// (returns true). Returns false, too, when none is registered. [consumer]
   bool withdraw_continuation() noexcept {
@@ -125,7 +134,7 @@ class state_core : noncopyable {
 
   // Written by both sides with fetch_or; the futex word, so exactly 32 bits.
   std::atomic<std::uint32_t> flags_{ 0 };
-  // One reference for the future, one for the job.
+  // One reference for the future, one for the job; add_reference() adds the awaiter's.
   std::atomic<std::uint32_t> references_{ 2 };
   // Written by the consumer before it sets kContinuation; read by the producer after.
   continuation_fn continuation_ = nullptr;
