@@ -35,18 +35,27 @@ using cyan::net::endpoint;
 using cyan::net::tcp_listener;
 using cyan::net::tcp_socket;
 
-// The EMFILE check in the child: exits 0 when every step held, else prints the step and exits 1.
-[[noreturn]] void check_accept_out_of_descriptors() {
-  const auto fail = [](const char* step) {
-    std::fprintf(stderr, "emfile: %s\n", step);
-    std::_Exit(1);
-  };
+// Ends the child, failed at `step` of `check`.
+[[noreturn]] void fail_child(const char* check, const char* step) {
+  std::fprintf(stderr, "%s: %s\n", check, step);
+  std::_Exit(1);
+}
+
+// RLIMIT_NOFILE at 256, so that filling the descriptor table is quick.
+template <typename Fail>
+void lower_descriptor_limit(Fail fail) {
   ::rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);
   limit.rlim_cur = std::min<::rlim_t>(limit.rlim_max, 256);
   if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
     fail("setrlimit");
   }
+}
+
+// The EMFILE check in the child: exits 0 when every step held, else prints the step and exits 1.
+[[noreturn]] void check_accept_out_of_descriptors() {
+  const auto fail = [](const char* step) { fail_child("emfile", step); };
+  lower_descriptor_limit(fail);
   std::atomic<int> accepted{ 0 };
   std::atomic<int> refused{ 0 };  // accept() calls that threw EMFILE
   std::atomic<bool> other_error{ false };
@@ -145,16 +154,8 @@ TEST(tcp_death, accept_out_of_descriptors_reports_emfile_without_spinning_and_re
 // the accept with operation_canceled, not let it touch the freed listener. Exits 0 when every
 // step held, else prints the step and exits 1.
 [[noreturn]] void check_close_during_back_off() {
-  const auto fail = [](const char* step) {
-    std::fprintf(stderr, "back-off: %s\n", step);
-    std::_Exit(1);
-  };
-  ::rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = std::min<::rlim_t>(limit.rlim_max, 256);
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    fail("setrlimit");
-  }
+  const auto fail = [](const char* step) { fail_child("back-off", step); };
+  lower_descriptor_limit(fail);
   std::error_code first;
   std::error_code second;
   {
