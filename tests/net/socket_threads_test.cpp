@@ -123,6 +123,12 @@ TEST(socket_threads, every_operation_in_a_thread_pool_task_throws_before_doing_a
                      co_return co_await failure_of(receiver.receive_from(byte, 50ms));
                    }),
             std::errc::timed_out);
+  run_on(h, [&]() -> task<> {  // on their thread: closing elsewhere races the loop
+    client.close();
+    server.close();
+    receiver = udp_socket();
+    co_return;
+  });
 }
 
 TEST(socket_threads, a_task_on_the_global_pool_is_refused_too) {
@@ -182,6 +188,16 @@ class hopped_reader {
       run_on(*b_, []() -> task<> { co_return; });
     }
     run_on(*b_, []() -> task<> { co_return; });
+  }
+
+  hopped_reader(const hopped_reader&) = delete;
+  hopped_reader& operator=(const hopped_reader&) = delete;
+  ~hopped_reader() {
+    run_on(server_, [this]() -> task<> {  // on their thread: closing elsewhere races the loop
+      peer_.close();
+      listener_.close();
+      co_return;
+    });
   }
 
   handler_thread& a() { return a_; }

@@ -161,6 +161,10 @@ TEST_P(tcp_pending, a_second_read_is_refused_and_the_pending_one_gets_every_byte
   EXPECT_EQ(second, "refused");
   reader.get();
   EXPECT_EQ(text, "0123456789ABCDEFGHIJ");
+  run_on(h, [&]() -> task<> {  // on its thread: closing elsewhere races the loop
+    socket.close();
+    co_return;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(transports, tcp_pending,
@@ -188,10 +192,14 @@ TEST(tcp_pending_accept, a_second_accept_is_refused_and_the_first_gets_the_conne
     co_return false;
   });
   EXPECT_TRUE(refused);
-  const tcp_socket client = run_on(h, [&]() -> task<tcp_socket> {
+  tcp_socket client = run_on(h, [&]() -> task<tcp_socket> {
     co_return co_await tcp_socket::connect(listener.local_endpoint(), 5s);
   });
   EXPECT_EQ(first.get(), client.local_endpoint());
+  run_on(h, [&]() -> task<> {  // on its thread: closing elsewhere races the loop
+    client.close();
+    co_return;
+  });
 }
 
 }  // namespace

@@ -48,26 +48,39 @@ task<std::optional<failure>> failure_of(Awaitable&& operation) {
   co_return std::nullopt;
 }
 
-// A connection on one handler thread: `client` and `server` are both its.
-struct connection {
+// A connection whose two ends belong to handler thread `h`, and are closed there when it goes:
+// a socket's watcher is its thread's, and closing the descriptor elsewhere races the loop.
+class connection {
+ public:
+  connection(handler_thread& h, tcp_listener& listener) : h_(h) {
+    run_on(h, [&]() -> task<> {
+      client = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
+      server = co_await listener.accept(5s);
+    });
+  }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() {
+    run_on(h_, [this]() -> task<> {
+      client = tcp_socket();
+      server = tcp_socket();
+      co_return;
+    });
+  }
+
   tcp_socket client;
   tcp_socket server;
-};
 
-connection connect_on(handler_thread& h, const endpoint& address, tcp_listener& listener) {
-  return run_on(h, [&]() -> task<connection> {
-    tcp_socket client = co_await tcp_socket::connect(address, 5s);
-    tcp_socket server = co_await listener.accept(5s);
-    co_return connection{ std::move(client), std::move(server) };
-  });
-}
+ private:
+  handler_thread& h_;
+};
 
 // The program: "12345" arrives, read_exact(10, 50ms) times out; the retry must not lose
 // those five bytes.
 TEST(transfer_error, a_read_exact_that_times_out_counts_the_bytes_it_kept) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const std::string text = run_on(h, [&]() -> task<std::string> {
     co_await c.client.write_all(cyan::net::buffer("12345"), 5s);
     std::string buffer(10, '\0');
@@ -90,7 +103,7 @@ TEST(transfer_error, a_read_exact_that_times_out_counts_the_bytes_it_kept) {
 TEST(transfer_error, is_caught_as_a_system_error_with_the_same_code) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const std::error_code code = run_on(h, [&]() -> task<std::error_code> {
     std::byte buffer[4];
     co_return co_await cyan::test::failure_of(c.server.read_exact(buffer, 10ms));
@@ -101,7 +114,7 @@ TEST(transfer_error, is_caught_as_a_system_error_with_the_same_code) {
 TEST(transfer_error, end_of_stream_counts_the_bytes_read_before_it) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   std::string buffer(10, '\0');
   const auto ended = run_on(h, [&]() -> task<std::optional<failure>> {
     co_await c.client.write_all(cyan::net::buffer("abc"), 5s);
@@ -117,7 +130,7 @@ TEST(transfer_error, end_of_stream_counts_the_bytes_read_before_it) {
 TEST(transfer_error, a_read_exact_that_succeeds_throws_nothing) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const auto outcome = run_on(h, [&]() -> task<std::optional<failure>> {
     co_await c.client.write_all(cyan::net::buffer("exact"), 5s);
     std::string buffer(5, '\0');
@@ -133,7 +146,7 @@ TEST(transfer_error, a_write_all_that_times_out_counts_the_bytes_sent) {
   handler_thread h;
   handler_thread reader_thread;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const std::vector<std::byte> data = pattern(11, kTotal);
   const auto first = run_on(h, [&]() -> task<std::optional<failure>> {
     co_return co_await failure_of(c.client.write_all(data, 100ms));
@@ -167,7 +180,7 @@ TEST(transfer_error, a_gathering_write_all_that_times_out_counts_across_its_buff
   constexpr std::size_t kPiece = 6 << 20;
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const std::vector<std::byte> data = pattern(13, 3 * kPiece);
   const std::array<std::span<const std::byte>, 3> pieces{ std::span(data).subspan(0, kPiece),
                                                           std::span(data).subspan(kPiece, kPiece),
@@ -179,7 +192,10 @@ TEST(transfer_error, a_gathering_write_all_that_times_out_counts_across_its_buff
   EXPECT_EQ(first->code, std::errc::timed_out);
   ASSERT_GT(first->bytes, 0u);
   ASSERT_LT(first->bytes, data.size());
-  c.client = tcp_socket();  // the peer reads what was sent, then end of stream
+  run_on(h, [&]() -> task<> {
+    c.client = tcp_socket();  // the peer reads what was sent, then end of stream
+    co_return;
+  });
   const std::vector<std::byte> received = run_on(h, [&]() -> task<std::vector<std::byte>> {
     std::vector<std::byte> all(data.size());
     std::size_t got = 0;
@@ -198,7 +214,7 @@ TEST(transfer_error, a_gathering_write_all_that_times_out_counts_across_its_buff
 TEST(transfer_error, a_write_all_to_a_reset_peer_counts_what_went_before) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());
-  connection c = connect_on(h, listener.local_endpoint(), listener);
+  connection c(h, listener);
   const auto failed = run_on(h, [&]() -> task<std::optional<failure>> {
     ::linger reset{ 1, 0 };
     ::setsockopt(c.server.native_handle(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
