@@ -284,7 +284,6 @@ void loop::invoke_pending() noexcept {
   }
   ran_callbacks_ = true;
   now_ = clock::now();
-  round_time_ = now_;
   ev_invoke_pending(raw_);
   if (!queued_events_.empty()) {
     run_queued_events();

@@ -121,7 +121,6 @@ class loop : noncopyable {
  private:
   friend class detail::watcher_base;
   friend class timer;
-  friend class timer_wheel;
   friend struct detail::loop_callbacks;
   friend std::shared_ptr<loop> get_main_loop();
 
@@ -131,14 +130,7 @@ class loop : noncopyable {
 
   void attach(struct ev_loop* raw);
   void begin_run();
-  void end_run() noexcept {
-    running_ = false;
-    round_time_ = kNotInRound;
-  }
-  /// now() inside one of the loop's rounds, kNotInRound outside them: in_round() and now() in
-  /// one comparison (timer_wheel keys its per-round cache by it).
-  [[nodiscard]] clock::time_point round_time() const noexcept { return round_time_; }
-  static constexpr clock::time_point kNotInRound = clock::time_point::min();
+  void end_run() noexcept { running_ = false; }
   void invoke_pending() noexcept;
   void report_error(std::exception_ptr error) noexcept;
   /// Before a timer starts: brings the loop's time up to date unless the loop is running (then
@@ -166,7 +158,6 @@ class loop : noncopyable {
   std::atomic<bool> stop_requested_{ false };
   detail::raw_watcher stop_watcher_;  // an ev_async
   clock::time_point now_;
-  clock::time_point round_time_ = kNotInRound;  // see round_time()
   error_handler error_handler_;
   std::uint64_t timer_sequence_ = 0;
   /// Events deferred by watcher_base::queue_event() during this round (expired timers).
