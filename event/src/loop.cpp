@@ -323,11 +323,11 @@ void loop::report_error(std::exception_ptr error) noexcept {
   print_exception("a callback threw", error);
 }
 
-void loop::refresh_time_if_idle() noexcept {
-  if (!running_) {
-    ev_now_update(raw_);
-    now_ = clock::now();
-  }
+// In this order: libev's reading is the later one.
+loop::clock::time_point loop::refresh_time() noexcept {
+  now_ = clock::now();
+  ev_now_update(raw_);
+  return now_;
 }
 
 std::shared_ptr<loop> get_main_loop() {
