@@ -9,9 +9,9 @@
 //                 ev_timer_stop, on the loop's native handle.
 // Both arms have their storage grown before timing (wheel.reserve(N); libev's timer heap by a
 // warm-up start/stop of N timers), and post from inside one of the loop's callbacks, as a server
-// does while it handles events: there both count from the loop's cached time. (Outside the
-// loop's rounds the wheel reads the clock for each post, which ev_timer_start does not, so it
-// cannot fire early when the loop has been idle.)
+// does while it handles events. The wheel reads the clock for each post, so that no entry runs
+// before its delay has passed since its post; ev_timer_start counts from the loop's cached time
+// (read when the round began) without reading the clock, and may fire that much early.
 //
 // Timing: post + cancel is wall time. Firing spans ~1 s of wall time in every arm (the delays
 // do), so it is measured as the loop thread's CPU time (CLOCK_THREAD_CPUTIME_ID) from the first

@@ -204,8 +204,8 @@ bool handler_thread_runtime::poll_after_wake() {
   return found;
 }
 
-// One non-blocking turn of the loop; whether it ran callbacks. The loop's time is the clock
-// reading of a round that ran callbacks.
+// One non-blocking turn of the loop; whether it ran callbacks. The loop's time is a clock
+// reading from a round that ran callbacks (its start, or a timer start in it).
 bool handler_thread_runtime::poll_loop() {
   const bool ran = loop_->run_nowait();
   last_poll_ = ran ? loop_->now() : clock::now();

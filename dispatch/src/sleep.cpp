@@ -70,13 +70,9 @@ bool sleep_awaiter::suspend(std::coroutine_handle<> coroutine, branch* owner) {
   }
   wheel_ = this_thread_sleep_wheel();
   home_ = &this_thread_home;
-  // Counted from the wheel's base time: the loop's round time inside a round, else a reading
-  // of the wheel's own, which is later than any reading made before (now_ when known), so the
-  // entry is never due before due_.
-  const event::loop& loop = *wheel_->get_loop();
-  const clock::time_point base = loop.in_round()                    ? loop.now()
-                                 : now_ != clock::time_point::min() ? now_
-                                                                    : clock::now();
+  // The wheel counts the delay from a clock reading of its own, no earlier than this base (the
+  // reading due_ was computed from, when known), so the entry is never due before due_.
+  const clock::time_point base = now_ != clock::time_point::min() ? now_ : clock::now();
   entry_ = wheel_->post(fire(this), std::chrono::ceil<std::chrono::nanoseconds>(due_ - base));
   if (owner != nullptr && owner->token.stop_possible()) {
     stop_watch_.emplace(owner->token, on_stop{ this });  // runs at once if stopped meanwhile

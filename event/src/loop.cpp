@@ -284,7 +284,6 @@ void loop::invoke_pending() noexcept {
   }
   ran_callbacks_ = true;
   now_ = clock::now();
-  round_time_ = now_;
   ev_invoke_pending(raw_);
   if (!queued_events_.empty()) {
     run_queued_events();
@@ -324,11 +323,11 @@ void loop::report_error(std::exception_ptr error) noexcept {
   print_exception("a callback threw", error);
 }
 
-void loop::refresh_time_if_idle() noexcept {
-  if (!running_) {
-    ev_now_update(raw_);
-    now_ = clock::now();
-  }
+// In this order: libev's reading is the later one.
+loop::clock::time_point loop::refresh_time() noexcept {
+  now_ = clock::now();
+  ev_now_update(raw_);
+  return now_;
 }
 
 std::shared_ptr<loop> get_main_loop() {

@@ -1,5 +1,6 @@
 #include "cyan/event/timer.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -17,6 +18,25 @@ double checked_seconds(timer::duration value, const char* what) {
   return value.count();
 }
 
+using clock_type = loop::clock;
+
+// `seconds` after `from`, rounded up to the clock's tick; time_point::max() when that is past it.
+clock_type::time_point plus_seconds(clock_type::time_point from, double seconds) noexcept {
+  const timer::duration wait(seconds);
+  if (wait >= timer::duration(clock_type::time_point::max() - from)) {
+    return clock_type::time_point::max();
+  }
+  return from + std::chrono::ceil<clock_type::duration>(wait);
+}
+
+// A deadline of libev's timers as a loop::clock time: both count CLOCK_MONOTONIC, libev in
+// double seconds. Rounded up and one tick further, since libev runs a timer only once its
+// deadline is strictly before the loop's time: a wake-up at the result finds the timer due.
+clock_type::time_point from_libev_time(double deadline) noexcept {
+  const clock_type::time_point at = plus_seconds(clock_type::time_point(), deadline);
+  return at == clock_type::time_point::max() ? at : at + clock_type::duration(1);
+}
+
 }  // namespace
 
 timer::timer(std::shared_ptr<loop> owner)
@@ -27,7 +47,8 @@ timer::timer(timer&& other) noexcept
       timeout_(other.timeout_),
       repeat_(other.repeat_),
       deadline_(other.deadline_),
-      sequence_(other.sequence_) {
+      sequence_(other.sequence_),
+      due_(other.due_) {
   if (is_active()) {
     deadline_ = detail::as<ev_timer>(raw())->at;  // restarted by the move: libev recomputed it
   }
@@ -39,6 +60,7 @@ timer& timer::operator=(timer&& other) noexcept {
   repeat_ = other.repeat_;
   deadline_ = is_active() ? detail::as<ev_timer>(raw())->at : other.deadline_;
   sequence_ = other.sequence_;
+  due_ = other.due_;
   return *this;
 }
 
@@ -73,16 +95,21 @@ timer::duration timer::remaining() const noexcept {
 
 void timer::start_countdown() {
   assert_loop_thread();
-  get_loop()->refresh_time_if_idle();
+  loop& owner = *get_loop();
+  // Read before libev's own reading, which libev counts its deadline from: deadline_ is no
+  // earlier than due_.
+  due_ = plus_seconds(owner.refresh_time(), timeout_);
   ev_timer* raw_timer = detail::as<ev_timer>(raw());
   ev_timer_set(raw_timer, timeout_, repeat_);
-  sequence_ = get_loop()->next_timer_sequence();
+  sequence_ = owner.next_timer_sequence();
   start_raw();
   deadline_ = raw_timer->at;
   wake_on_time(timeout_);
 }
 
 void timer::on_raw_event(int revents) noexcept {
+  wait_until_due();
+  due_ = loop::clock::time_point::min();
   const double expired = deadline_;
   if (is_active()) {
     deadline_ = detail::as<ev_timer>(raw())->at;  // a repeating timer is already rescheduled
@@ -95,8 +122,19 @@ void timer::on_raw_event(int revents) noexcept {
 void timer::wake_on_time(double wait) noexcept {
   using seconds = std::chrono::duration<double>;
   if (wait > 0.0 && seconds(wait) < loop::kCoarseBackendWait) {
-    const auto& owner = get_loop();
-    owner->wake_by(owner->now() + std::chrono::ceil<loop::clock::duration>(seconds(wait)));
+    get_loop()->wake_by(from_libev_time(deadline_));
+  }
+}
+
+// libev expires the timer once its clock, a double, passes deadline_; on a host up for months
+// the doubles' rounding reaches nanoseconds, by which the expiry may precede due_. Waiting that
+// out keeps the promise exact by steady_clock. The loop read its clock just before this round's
+// callbacks, so this rarely reads it again.
+void timer::wait_until_due() const noexcept {
+  if (get_loop()->now() >= due_) {
+    return;
+  }
+  while (loop::clock::now() < due_) {
   }
 }
 

@@ -32,6 +32,7 @@ timer_wheel::timer_wheel(std::shared_ptr<loop> owner, duration resolution)
     : resolution_(checked_resolution(resolution)),
       per_tick_(static_cast<std::uint64_t>(resolution_.count())),
       ticks_per_ms_(whole_ticks(std::chrono::milliseconds(1), resolution_)),
+      resolution_ns_(static_cast<std::uint64_t>(resolution_.count())),
       core_([this](std::exception_ptr error) { on_callback_error(std::move(error)); }),
       timer_(std::move(owner)) {
   timer_.set_callback([this] { on_timer(); });
@@ -66,18 +67,16 @@ void timer_wheel::stop() noexcept {
   disarm();
 }
 
-timer_wheel::tick_type timer_wheel::due_after(std::uint64_t delay_ns) {
-  const loop& owner = *get_loop();
-  const clock_type::time_point now = loop_time();
+timer_wheel::tick_type timer_wheel::due_after(std::uint64_t now, std::uint64_t delay_ns) {
   if (core_.empty() && !core_.advancing()) {
-    catch_up(now);
+    catch_up(clock_type::time_point(duration(static_cast<duration::rep>(now))));
   }
-  if (owner.in_round() && ticks_per_ms_ != 0) {
-    round_ = now;
-    round_ceiling_ = per_tick_.divide_up(since_epoch(now));  // below 2^63: divide_up's domain
+  if (ticks_per_ms_ != 0) {
+    ceiling_ = per_tick_.divide_up(now);  // below 2^63: divide_up's domain
+    ceiling_ns_ = ceiling_ * resolution_ns_;
   }
   // The sum stays below 2^63 + 2^62, within divide_up's domain.
-  return per_tick_.divide_up(since_epoch(now) + delay_ns);
+  return per_tick_.divide_up(now + delay_ns);
 }
 
 void timer_wheel::catch_up(clock_type::time_point now) noexcept {
@@ -102,8 +101,8 @@ timer_wheel::tick_type timer_wheel::tick_at(clock_type::time_point t) const noex
 }
 
 void timer_wheel::on_timer() {
-  // The loop timer counts from the loop's cached time, so it may fire a little before the next
-  // tick's boundary by the fresh clock; then nothing is due and rearm() waits for the rest.
+  // The loop timer fires no earlier than the tick it was set for, which may hold nothing to run
+  // now (a far slot's entries move closer), or later, past further ticks: advance to the clock.
   core_.advance_to(tick_at(clock_type::now()));
   rearm();
   if (pending_error_) {
@@ -133,11 +132,12 @@ void timer_wheel::rearm() {
 }
 
 clock_type::duration timer_wheel::time_until(tick_type tick) const noexcept {
-  // Measured from the time the loop timer counts from. A tick more than a day ahead (only the
+  // Measured from a clock reading taken before the loop timer's own (reset() reads the clock),
+  // so the timer fires no earlier than the tick. A tick more than a day ahead (only the
   // overflow list's, or a coarse resolution's) is looked at again in a day instead, which keeps
   // the multiplication below from overflowing.
   constexpr std::chrono::hours kLongestWait{ 24 };
-  const clock_type::time_point now = loop_time();
+  const clock_type::time_point now = clock_type::now();
   const tick_type current = tick_at(now);
   if (tick > current && tick - current > static_cast<tick_type>(kLongestWait / resolution_)) {
     return kLongestWait;
@@ -149,7 +149,7 @@ clock_type::duration timer_wheel::time_until(tick_type tick) const noexcept {
 void timer_wheel::disarm() noexcept {
   timer_.stop();
   armed_for_ = detail::timer_wheel_core::kNever;
-  round_ = kNoRound;  // the core may be empty: the next post catches it up
+  ceiling_ns_ = kNoCeiling;  // the core may be empty: the next post catches it up
 }
 
 }  // namespace cyan::event

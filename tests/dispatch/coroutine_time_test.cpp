@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cyan/dispatch.h"
+#include "event/loop_support.h"
 #include "support/stress_env.h"
 #include "support/sync_wait.h"
 
@@ -36,6 +37,42 @@ TEST(sleep, sleep_for_is_never_early_and_resumes_on_its_thread) {
                             co_return clock_type::now() - start;
                           }).get();
     EXPECT_GE(measured, d) << "slept " << d.count() << " us";
+  }
+}
+
+// Resumed by the timer wheel, a task runs inside one of the loop's rounds; after 5 ms of work
+// the round's time is that old. Sleeps started then still last their full duration from the
+// call, by steady_clock.
+TEST(sleep, a_sleep_started_late_in_a_loop_round_is_never_early) {
+  handler_thread h;
+  struct slept {
+    bool in_round = true;
+    std::vector<clock_type::duration> for_10ms;
+    std::vector<clock_type::duration> until_10ms;
+  };
+  const slept result = co_spawn(h, []() -> task<slept> {
+                         slept s;
+                         for (int i = 0; i < 5; ++i) {
+                           co_await sleep_for(1ms);
+                           s.in_round =
+                               s.in_round && cyan::this_thread::get_event_loop()->in_round();
+                           cyan::test::busy_for(5ms);
+                           auto start = clock_type::now();
+                           co_await sleep_for(10ms);
+                           s.for_10ms.push_back(clock_type::now() - start);
+                           cyan::test::busy_for(5ms);
+                           start = clock_type::now();
+                           co_await sleep_until(start + 10ms);
+                           s.until_10ms.push_back(clock_type::now() - start);
+                         }
+                         co_return s;
+                       }).get();
+  EXPECT_TRUE(result.in_round) << "the scenario needs the task resumed inside a loop round";
+  ASSERT_EQ(result.for_10ms.size(), 5u);
+  ASSERT_EQ(result.until_10ms.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_GE(result.for_10ms[i], 10ms) << "sleep_for " << i;
+    EXPECT_GE(result.until_10ms[i], 10ms) << "sleep_until " << i;
   }
 }
 

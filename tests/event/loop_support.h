@@ -60,6 +60,14 @@ class fresh_loop_test : public testing::Test {
   std::shared_ptr<event::loop> loop_ = std::make_shared<event::loop>();
 };
 
+/// Keeps the calling thread busy for `work`, without sleeping: from one of a loop's callbacks,
+/// makes the time the loop read when it woke up at least that much older than the clock.
+inline void busy_for(std::chrono::steady_clock::duration work) {
+  const auto until = std::chrono::steady_clock::now() + work;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 /// Seconds between two steady_clock points, as double (for readable failure messages).
 inline double seconds_between(std::chrono::steady_clock::time_point from,
                               std::chrono::steady_clock::time_point to) {

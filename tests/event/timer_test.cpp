@@ -187,7 +187,7 @@ TEST_F(TimerTest, ResetPushesTheDeadline) {
   activity.set_repeat(20ms);
   activity.set_callback([&] {
     inactivity.reset();
-    last_reset = loop_->now();  // the base a reset inside a callback counts from
+    last_reset = loop_->now();  // the clock reading the reset counts from
     if (++resets == 3) {
       activity.stop();
     }
@@ -195,8 +195,7 @@ TEST_F(TimerTest, ResetPushesTheDeadline) {
   activity.start();
   ASSERT_TRUE(run_until_stopped(loop_));
   EXPECT_EQ(resets, 3) << "the timer fired before the last reset";
-  // libev's own round time is a little before loop::now(): allow 10 ms.
-  EXPECT_GE(fired_at - last_reset, 40ms);
+  EXPECT_GE(fired_at - last_reset, 50ms);
   EXPECT_FALSE(inactivity.is_active());
 }
 
@@ -215,8 +214,8 @@ TEST_F(TimerTest, ResetStartsAnInactiveTimerAndDropsAnUndeliveredExpiry) {
 }
 
 TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
-  // Timers started by one callback share the loop's time, so equal timeouts give equal
-  // deadlines; libev's heap alone would run them out of order.
+  // Timers started by one callback with equal timeouts mostly expire in the same round, whose
+  // events libev alone would not run in start order.
   constexpr int kTimers = 16;
   std::vector<int> order;
   std::vector<timer> timers;
@@ -224,7 +223,7 @@ TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
     timers.emplace_back(loop_);
     timers.back().set_callback([&order, i] { order.push_back(i); });
   }
-  timer stop{ loop_ };  // same base time as the timers, so it sorts after them under any load
+  timer stop{ loop_ };  // started after the timers, so it sorts after them under any load
   stop.set_timeout(30ms);
   stop.set_callback([&] { loop_->stop(); });
   timer starter{ loop_ };
@@ -248,7 +247,7 @@ TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
 }
 
 TEST_F(TimerTest, AStoppedTimerDoesNotFireFromTheSameRound) {
-  // Both expire in one round; whichever runs first stops the other, which must not run.
+  // Both mostly expire in one round; whichever runs first stops the other, which must not run.
   int first = 0;
   int second = 0;
   timer a{ loop_ };

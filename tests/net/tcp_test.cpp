@@ -26,6 +26,7 @@
 
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
+#include "event/loop_support.h"
 #include "net/net_support.h"
 #include "support/allocation_counter.h"
 #include "support/ipv6.h"
@@ -217,9 +218,12 @@ TEST(tcp, a_read_timeout_expires_and_the_socket_stays_usable) {
     tcp_socket client = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
     tcp_socket server = co_await listener.accept(5s);
     std::byte byte[1];
-    // The timeout counts from the loop's time when armed inside one of its rounds (as libev's
-    // timers do; see timer_wheel), which may be older than a clock read here: never later.
-    const auto start = cyan::this_thread::get_event_loop()->now();
+    // Resumed by the timer wheel, the task runs inside one of the loop's rounds; after 5 ms of
+    // work the round's time is that old, and the timeout must still count from the read.
+    co_await cyan::dispatch::sleep_for(1ms);
+    EXPECT_TRUE(cyan::this_thread::get_event_loop()->in_round());
+    cyan::test::busy_for(5ms);
+    const auto start = std::chrono::steady_clock::now();
     std::error_code timeout;
     try {
       co_await server.read_some(byte, 30ms);
@@ -249,7 +253,7 @@ TEST(tcp, read_timeouts_in_whole_and_fractional_milliseconds_expire_on_time) {
          { std::chrono::nanoseconds(20ms), std::chrono::nanoseconds(20500us),
            std::chrono::nanoseconds(20'000'001ns) }) {
       std::byte byte[1];
-      const auto start = cyan::this_thread::get_event_loop()->now();  // see the test above
+      const auto start = std::chrono::steady_clock::now();
       std::error_code timeout;
       try {
         co_await server.read_some(byte, limit);

@@ -82,12 +82,13 @@ class loop : noncopyable {
   /// loop that is waiting. [any thread]
   void stop() noexcept;
 
-  /// The loop's idea of the current time: refreshed each time the loop wakes up to run
-  /// callbacks, and by a timer's start()/reset() called while the loop is not running.
+  /// The loop's idea of the current time: read each time the loop wakes up to run callbacks,
+  /// and again by every timer start() or reset(), whose countdown starts from that reading.
   [[nodiscard]] clock::time_point now() const noexcept { return now_; }
 
   /// True while start(), run_once() or run_nowait() runs: inside the loop's callbacks. Then
-  /// now() is the time this round began; outside, now() is as old as the last round.
+  /// now() is no older than the start of this round; outside, it is as old as the last round or
+  /// timer start.
   [[nodiscard]] bool in_round() const noexcept { return running_; }
 
   /// The backend this loop polls with (never backend::automatic).
@@ -121,7 +122,6 @@ class loop : noncopyable {
  private:
   friend class detail::watcher_base;
   friend class timer;
-  friend class timer_wheel;
   friend struct detail::loop_callbacks;
   friend std::shared_ptr<loop> get_main_loop();
 
@@ -131,19 +131,13 @@ class loop : noncopyable {
 
   void attach(struct ev_loop* raw);
   void begin_run();
-  void end_run() noexcept {
-    running_ = false;
-    round_time_ = kNotInRound;
-  }
-  /// now() inside one of the loop's rounds, kNotInRound outside them: in_round() and now() in
-  /// one comparison (timer_wheel keys its per-round cache by it).
-  [[nodiscard]] clock::time_point round_time() const noexcept { return round_time_; }
-  static constexpr clock::time_point kNotInRound = clock::time_point::min();
+  void end_run() noexcept { running_ = false; }
   void invoke_pending() noexcept;
   void report_error(std::exception_ptr error) noexcept;
-  /// Before a timer starts: brings the loop's time up to date unless the loop is running (then
-  /// timers started by one callback share a base time, so equal timeouts keep start order).
-  void refresh_time_if_idle() noexcept;
+  /// Before a timer starts, also inside a round (whose time may be long past): reads the clock
+  /// into now(), then brings libev's time up to date, so that a countdown libev starts next ends
+  /// no earlier than the same countdown from the returned now().
+  clock::time_point refresh_time() noexcept;
   std::uint64_t next_timer_sequence() noexcept { return timer_sequence_++; }
   void run_queued_events() noexcept;
   /// Makes the loop wake up by `deadline` even where libev would wait longer: libev raises any
@@ -166,7 +160,6 @@ class loop : noncopyable {
   std::atomic<bool> stop_requested_{ false };
   detail::raw_watcher stop_watcher_;  // an ev_async
   clock::time_point now_;
-  clock::time_point round_time_ = kNotInRound;  // see round_time()
   error_handler error_handler_;
   std::uint64_t timer_sequence_ = 0;
   /// Events deferred by watcher_base::queue_event() during this round (expired timers).

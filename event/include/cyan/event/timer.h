@@ -10,16 +10,17 @@
 namespace cyan::event {
 
 /// Runs its callback once `timeout` after start(), then every `repeat` (when non-zero) until
-/// stopped. Durations are kept as double seconds (libev's unit); a timer never fires before its
-/// timeout has elapsed. Sub-millisecond timeouts are honoured on every backend: libev's epoll
-/// and poll backends round any wait up to 1 ms, so for a timeout (or repeat) below 1 ms the
-/// loop also arms a timerfd that ends the wait on time (one syscall per such start).
+/// stopped. Durations are kept as double seconds (libev's unit). Sub-millisecond timeouts are
+/// honoured on every backend: libev's epoll and poll backends round any wait up to 1 ms, so for
+/// a timeout (or repeat) below 1 ms the loop also arms a timerfd that ends the wait on time (one
+/// syscall per such start).
 ///
-/// The countdown starts from the loop's time (loop::now()). A timer started from one of the
-/// loop's callbacks counts from the moment the loop woke up for that round, so every timer
-/// started in one round with the same timeout has the same deadline; one started while the
-/// loop is not running first brings the loop's time up to date. Timers with equal deadlines
-/// fire in the order they were started (or reset).
+/// Never early: the countdown starts when start() (or reset()) is called, from a clock reading
+/// taken then (loop::now() becomes it), also from inside a callback whose round began long
+/// before. The callback never runs before `timeout` has passed since start() by
+/// std::chrono::steady_clock, for every duration on every backend; each later expiry of a
+/// repeating timer comes `repeat` after the previous deadline. Timers with equal deadlines fire
+/// in the order they were started (or reset), and so do timers started with equal timeouts.
 ///
 /// Thread rules and moving: see detail::watcher_base (a moved active timer keeps its deadline).
 class timer : public detail::basic_watcher<> {
@@ -59,6 +60,7 @@ class timer : public detail::basic_watcher<> {
   void on_raw_event(int revents) noexcept override;
   void start_countdown();
   void wake_on_time(double wait) noexcept;
+  void wait_until_due() const noexcept;
 
   double timeout_ = 0.0;
   double repeat_ = 0.0;
@@ -66,6 +68,9 @@ class timer : public detail::basic_watcher<> {
   /// ties between equal deadlines.
   double deadline_ = 0.0;
   std::uint64_t sequence_ = 0;
+  /// The first expiry's due time on loop::clock: start()'s clock reading plus the timeout
+  /// (min once it expired). deadline_ is no earlier, but for the rounding of libev's doubles.
+  loop::clock::time_point due_ = loop::clock::time_point::min();
 };
 
 }  // namespace cyan::event

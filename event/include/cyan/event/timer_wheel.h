@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <ratio>
 #include <type_traits>
@@ -64,13 +65,11 @@ template <typename Rep>
 /// connections, retries — timeouts that are mostly cancelled before they fire.
 ///
 /// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An
-/// entry posted with `delay` is due `delay` after the loop's time, counted like
-/// cyan::event::timer: from one of the loop's callbacks, the moment the loop woke up for that
-/// round (loop::now()); outside the loop's rounds, a fresh clock reading. It runs on the first
-/// tick boundary at or after its due time (never earlier), which on an unloaded loop is within
-/// one tick of it. Entries due at the same tick run in post order (so equal delays posted in one
-/// round run in post order); one posted with no delay from a wheel callback runs on the next
-/// tick.
+/// entry posted with `delay` is due `delay` after the post, counted from a clock reading the post
+/// takes, also from inside a callback whose round began long before. It runs on the first tick
+/// boundary at or after its due time (never earlier by steady_clock), which on an unloaded loop
+/// is within one tick of it. Entries due at the same tick run in post order (so equal delays run
+/// in post order); one posted with no delay from a wheel callback runs on the next tick.
 ///
 /// One loop timer drives the wheel. It is active only while the wheel is started and holds
 /// entries, and is set for the next tick that has work (an entry to run, or a far slot to move
@@ -172,13 +171,6 @@ class timer_wheel : noncopyable {
     assert(get_loop()->may_be_used_here() &&
            "cyan::event::timer_wheel: loop-thread-only call made from another thread");
   }
-  [[nodiscard]] loop::clock::time_point loop_time() const noexcept {
-    // In one of the loop's rounds, the loop's time: what cyan::event::timer counts from, so
-    // equal delays posted in one round share a due tick. Outside them the loop's time is as old
-    // as its last round, so the clock is read.
-    const loop& owner = *get_loop();
-    return owner.in_round() ? owner.now() : loop::clock::now();
-  }
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
   // The due tick of an entry posted now with `delay`, rounded up to a tick boundary so that
   // nothing runs early (the core moves a due tick not after its now() to now() + 1); first
@@ -192,19 +184,21 @@ class timer_wheel : noncopyable {
     // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
     const std::uint64_t units =
         detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
+    const std::uint64_t now = since_epoch(loop::clock::now());
     if constexpr (unit_ns == 1'000'000 || unit_ns == 1'000'000'000) {
       // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
-      // resolution), as the resolution divides the unit whenever the round is cached.
-      const loop& owner = *get_loop();
-      if (owner.round_time() == round_) [[likely]] {  // in the cached round
+      // resolution), as the resolution divides the unit whenever a ceiling is cached; and
+      // ceil(now / resolution) is the cached one while now lies in the tick that ends there.
+      if (ceiling_ns_ - now < resolution_ns_) [[likely]] {  // unsigned: also when now is past it
         constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
-        return round_ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
+        return ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
       }
     }
-    return due_after(std::min(units * unit_ns, max_delay));
+    return due_after(now, std::min(units * unit_ns, max_delay));
   }
-  // due_for() without the cache: reads the time, catches an empty core up and caches the round.
-  [[nodiscard]] tick_type due_after(std::uint64_t delay_ns);
+  // due_for() without the cache: catches an empty core up to `now` (ns since the clock's epoch)
+  // and caches its ceiling.
+  [[nodiscard]] tick_type due_after(std::uint64_t now, std::uint64_t delay_ns);
   void catch_up(loop::clock::time_point now) noexcept;
   [[nodiscard]] static std::uint64_t since_epoch(loop::clock::time_point t) noexcept {
     const auto ns = std::chrono::duration_cast<duration>(t.time_since_epoch()).count();
@@ -219,13 +213,14 @@ class timer_wheel : noncopyable {
   duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
   detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
   tick_type ticks_per_ms_;          // 1 ms / resolution_ when that is whole, else 0
-  // The loop's time in the round being cached and the first tick boundary at or after it: every
-  // post in one round counts from the same time. Cached only while the resolution divides 1 ms
-  // and the core is up to date (disarm(), which runs whenever the wheel empties, drops it).
-  // Never a round's time, nor loop::kNotInRound.
-  static constexpr loop::clock::time_point kNoRound = loop::clock::time_point::max();
-  loop::clock::time_point round_ = kNoRound;
-  tick_type round_ceiling_ = 0;
+  // The first tick boundary at or after the last uncached post's clock reading, as a tick and in
+  // ns since the clock's epoch: posts whose reading lies in the tick that ends there share it,
+  // without a division. Cached only while the resolution divides 1 ms and the core is up to date
+  // (disarm(), which runs whenever the wheel empties, drops it); kNoCeiling matches no reading.
+  static constexpr std::uint64_t kNoCeiling = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t resolution_ns_;
+  std::uint64_t ceiling_ns_ = kNoCeiling;
+  tick_type ceiling_ = 0;
   detail::timer_wheel_core core_;
   timer timer_;  // after core_: destroyed (stopped) first, once ~timer_wheel() emptied core_
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for
