@@ -214,6 +214,7 @@ struct io_wait::timeout_entry {
   timeout_entry& operator=(timeout_entry&&) = delete;
   ~timeout_entry() {
     if (self != nullptr) {
+      self->wheel_ = nullptr;  // this entry is going: nothing to cancel
       self->lost();
     }
   }
@@ -361,10 +362,11 @@ void io_wait::closed() noexcept {
   dispatch::detail::resume_later_on(home_, coroutine_, owner_);
 }
 
-// The thread finished under the wait (or its wheel went away with it). A stop request that
-// came first (kStop without kDone) had its cancel job refused: ending the wait is ours.
+// The thread finished under the wait (or its wheel went away with it): withdraw it from the
+// socket and the wheel (an entry still there would report to a destroyed frame), and drop the
+// task. A stop request that came first (kStop without kDone) had its cancel job refused: ending
+// the wait is ours.
 void io_wait::lost() noexcept {
-  wheel_ = nullptr;
   const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
   if ((previous & kDone) != 0) {
     return;
