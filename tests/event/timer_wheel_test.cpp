@@ -87,14 +87,16 @@ struct prefetch_probe {
 
 TEST_F(TimerWheelTest, DueEntriesAreAskedToPrefetchTwoAndFourPlacesAhead) {
   static_assert(cyan::event::detail::wheel_prefetchable<prefetch_probe>);
-  timer_wheel wheel{ loop_ };
+  // Each post reads the clock: for one due tick, no tick boundary may pass during the posts, so
+  // they start right after one, with a whole 50 ms tick ahead of them (a 1 ms tick is too short
+  // under a sanitizer on a busy machine).
+  constexpr auto kTick = 50ms;
+  timer_wheel wheel{ loop_, kTick };
   wheel.start();
   std::vector<std::pair<int, int>> ran;
   timer kickoff{ loop_ };
   kickoff.set_callback([&] {
-    // Each post reads the clock: for one due tick, no tick boundary may fall between the posts,
-    // so they start right after one, with most of a tick ahead of them.
-    cyan::test::busy_for(1ms - clock_type::now().time_since_epoch() % 1ms);
+    cyan::test::busy_for(kTick - clock_type::now().time_since_epoch() % kTick);
     for (int i = 0; i < 6; ++i) {
       wheel.post(prefetch_probe{ i, &ran }, 5ms);
     }
