@@ -99,7 +99,7 @@ int main() {
   shutdown.start();
 
   std::puts("running the main loop (Ctrl-C to stop early)");
-  main_loop->start();
+  main_loop->run();
   worker.join();  // the async must outlive every send()
 
   std::printf("done: %d timer ticks, %d jobs seen, idle %s, %d requests answered, %d timed out\n",

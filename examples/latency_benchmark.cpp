@@ -94,7 +94,7 @@ std::vector<double> timer_lateness(const std::shared_ptr<cyan::event::loop>& loo
   });
   started = clock_type::now();
   timer.start();
-  loop->start();
+  loop->run();
   return us;
 }
 

@@ -167,8 +167,9 @@ class echo_exchange {
         co_return outcome::failed;
       }
     } else {
-      // What write() and read() do, in turn and without their tasks: a child task per
-      // direction costs the client 2-3% per message, and in the benchmarks it runs flat out.
+      // What write() and read() do, in turn and without their tasks: a message that fits the
+      // socket buffers needs no concurrent reader, and the client runs flat out in the
+      // benchmarks, where two child tasks per message are a measurable cost (docs/bench/notes.md).
       try {
         co_await socket.write_all(sent_, settings.timeout);
         stats.write_ok.bump();

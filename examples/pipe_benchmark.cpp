@@ -31,11 +31,10 @@
 // to the hard one; a size whose 2N descriptors (plus kSpareDescriptors) do not fit is skipped
 // with a line saying so.
 //
-// W defaults to 10,000 rather than bench.c's W = N: a byte's pass costs ~2-6 µs on this
-// 2-vCPU VM (its system calls are slow), so W = N would make N = 100 a run of ~0.3 ms, which the
-// shared host's noise swamps, while 10,000 makes runs of a few tens of ms for every size and
-// keeps the whole program (4-6 workloads x 3 arms x 25 runs, with each run's set-up and
-// teardown) well under 90 s.
+// W defaults to 10,000 rather than bench.c's W = N: W = N would make the N = 100 runs too short
+// to rise above a shared host's noise, while a fixed W makes runs of a few tens of ms for every
+// size and keeps the whole program short (docs/bench/notes.md, "Figures behind the examples'
+// comments").
 //
 //   CYAN_BENCH_PIPE_WRITES  W, the writes after the first M (default 10000)
 //   CYAN_BENCH_REPS         repetitions per arm (default 25: bench.c's 25 runs)

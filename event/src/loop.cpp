@@ -34,7 +34,7 @@ struct loop_callbacks {
 
   static void stop_request(struct ev_loop* raw, ev_async*, int) noexcept {
     auto* self = static_cast<loop*>(ev_userdata(raw));
-    // A request already consumed by a start() that returned at once leaves this event behind;
+    // A request already consumed by a run() that returned at once leaves this event behind;
     // it must not stop the next run.
     if (self->stop_requested_.exchange(false)) {
       ev_break(raw, EVBREAK_ALL);
@@ -215,12 +215,12 @@ void loop::begin_run() {
   assert(is_loop_thread() && "cyan::event: loop-thread-only call made from another thread");
   if (running_) {
     throw std::logic_error(
-        "cyan::event::loop: start/run_once/run_nowait called from one of the loop's callbacks");
+        "cyan::event::loop: run/run_once/run_nowait called from one of the loop's callbacks");
   }
   running_ = true;
 }
 
-void loop::start() {
+void loop::run() {
   begin_run();
   if (!stop_requested_.exchange(false)) {
     ev_run(raw_, 0);

@@ -153,7 +153,8 @@ void error_report::operator()(const std::exception& e) {
 // until the loop reads them, whichever thread they were aimed at. An asynchronous handler
 // would be run by whichever thread the kernel picks, at whatever point it was; under
 // ThreadSanitizer, which defers such handlers to the thread's next intercepted call, a
-// SIGTERM that came just after "listening on" was lost about one time in 14. The libev signal
+// SIGTERM that came just after "listening on" could be lost (docs/bench/notes.md, "Figures
+// behind the examples' comments"). The libev signal
 // watchers stay as well, for threads that existed before the runtime (their mask lets the
 // signals in, so the handler runs there and wakes the main loop).
 struct server_runtime::signals {
@@ -253,7 +254,7 @@ void server_runtime::stop() noexcept {
 int server_runtime::run(const net::endpoint& where, std::chrono::milliseconds grace) {
   std::printf("listening on %s\n", where.to_string().c_str());
   std::fflush(stdout);
-  signals_->loop->start();  // until SIGINT, SIGTERM or stop()
+  signals_->loop->run();  // until SIGINT, SIGTERM or stop()
   listeners_.request_stop();
   listeners_.join_blocking();
   draining_.store(true, std::memory_order_release);

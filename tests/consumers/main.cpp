@@ -30,7 +30,7 @@ int main() {
     loop->stop();
   });
   timer.start();
-  loop->start();  // links libev
+  loop->run();  // links libev
   if (!fired) {
     std::fprintf(stderr, "event timer did not fire\n");
     return 1;

@@ -28,7 +28,7 @@ inline bool run_until_stopped(const std::shared_ptr<event::loop>& loop,
     loop->stop();
   });
   watchdog.start();
-  loop->start();
+  loop->run();
   return !expired;
 }
 

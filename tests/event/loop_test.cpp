@@ -1,4 +1,4 @@
-// Tests for cyan/event/loop.h: main and per-thread loops, start/stop/run_once/run_nowait,
+// Tests for cyan/event/loop.h: main and per-thread loops, run/stop/run_once/run_nowait,
 // thread ownership, the error handler and backend selection.
 #include "cyan/event/loop.h"
 
@@ -60,9 +60,9 @@ TEST(LoopTest, OtherThreadsGetTheirOwnLoopReleasedWhenTheyExit) {
 TEST(LoopTest, StopBeforeStartMakesTheNextStartReturnAtOnce) {
   auto l = std::make_shared<loop>();
   l->stop();
-  EXPECT_TRUE(run_until_stopped(l)) << "start() waited despite the earlier stop()";
+  EXPECT_TRUE(run_until_stopped(l)) << "run() waited despite the earlier stop()";
 
-  // The request was used up: the next start() runs until a callback stops it.
+  // The request was used up: the next run() runs until a callback stops it.
   bool stopper_fired = false;
   timer stopper{ l };
   stopper.set_timeout(20ms);
@@ -73,6 +73,29 @@ TEST(LoopTest, StopBeforeStartMakesTheNextStartReturnAtOnce) {
   stopper.start();
   EXPECT_TRUE(run_until_stopped(l));
   EXPECT_TRUE(stopper_fired);
+}
+
+TEST(LoopTest, StartIsTheDeprecatedOldNameOfRun) {
+  // start() must still run the loop until stop(): the timer's callback runs inside it, and the
+  // loop is in its round while it does.
+  auto l = std::make_shared<loop>();
+  int fired = 0;
+  bool in_round_when_fired = false;
+  timer stopper{ l };
+  stopper.set_timeout(1ms);
+  stopper.set_callback([&] {
+    ++fired;
+    in_round_when_fired = l->in_round();
+    l->stop();
+  });
+  stopper.start();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  l->start();
+#pragma GCC diagnostic pop
+  EXPECT_EQ(fired, 1);
+  EXPECT_TRUE(in_round_when_fired);
+  EXPECT_FALSE(l->in_round());
 }
 
 TEST(LoopTest, StopFromAnotherThreadWakesAWaitingLoop) {
@@ -138,7 +161,7 @@ TEST(LoopTest, InRoundIsTrueOnlyInsideTheLoopsCallbacks) {
     l->stop();
   });
   second.start();
-  l->start();
+  l->run();
   EXPECT_FALSE(l->in_round());
   EXPECT_EQ(seen, (std::vector<bool>{ true, true }));
 }

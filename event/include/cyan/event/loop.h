@@ -67,8 +67,14 @@ class loop : noncopyable {
 
   /// Runs callbacks until stop() (watchers or none); returns at once when a stop() arrived
   /// before it. The caller keeps the loop alive meanwhile (holds a shared_ptr). Throws
-  /// std::logic_error when called from one of this loop's callbacks.
-  void start();
+  /// std::logic_error when called from one of this loop's callbacks. (A watcher's start() arms
+  /// the watcher; the loop runs, as in libuv's uv_run and Asio's io_context::run.)
+  void run();
+
+  /// The old name of run(), kept for one release.
+  [[deprecated("use loop::run(); a watcher's start() arms it, a loop runs")]] void start() {
+    run();
+  }
 
   /// Waits for at least one event (a stop() counts as one) and runs what is ready, once.
   void run_once();
@@ -77,8 +83,8 @@ class loop : noncopyable {
   /// (false: nothing was ready).
   bool run_nowait();
 
-  /// Makes the running start() (or run_once()) return once the callbacks already due in this
-  /// round have run; when the loop is not running, the next start() returns at once. Wakes a
+  /// Makes the running run() (or run_once()) return once the callbacks already due in this
+  /// round have run; when the loop is not running, the next run() returns at once. Wakes a
   /// loop that is waiting. [any thread]
   void stop() noexcept;
 
@@ -86,7 +92,7 @@ class loop : noncopyable {
   /// and again by every timer start() or reset(), whose countdown starts from that reading.
   [[nodiscard]] clock::time_point now() const noexcept { return now_; }
 
-  /// True while start(), run_once() or run_nowait() runs: inside the loop's callbacks. Then
+  /// True while run(), run_once() or run_nowait() runs: inside the loop's callbacks. Then
   /// now() is no older than the start of this round; outside, it is as old as the last round or
   /// timer start.
   [[nodiscard]] bool in_round() const noexcept { return running_; }
