@@ -78,9 +78,10 @@ class Goal:
         self.at_most_time = bool(denominator)  # written "1/x": at most x times the time
         self.versus = versus or None
 
-    def describe(self, versus_name):
+    def describe(self, versus_name, short=False):
         if self.at_most_time:
-            return "≤ %s× the time of %s" % (self.text.partition("/")[2], display(versus_name))
+            return "≤ %s× %s of %s" % (self.text.partition("/")[2],
+                                      "time" if short else "the time", display(versus_name))
         return "≥ %s× %s" % (self.text, display(versus_name))
 
     def measured(self, arm, versus):
@@ -380,9 +381,9 @@ def markdown(families, csv_path):
 # ---- the panels (gnuplot) ------------------------------------------------------------------
 
 ROW_PX = 22
-PLOT_PX = 440
+PLOT_PX = 430
 CHAR_PX = 6.9  # DejaVu Sans 10 pt in pngcairo, about the mean width over these names
-RATIO_COLUMN_PX = 118  # "0.00013×  6.90!"
+RATIO_COLUMN_PX = 108  # "0.00013×  6.90!"
 TOP_PX = 44
 BOTTOM_PX = 60
 GRID_COLOUR = "#e4e4e4"
@@ -429,10 +430,7 @@ def goal_texts(workload, arm):
     for goal, versus in workload.goals_of(arm):
         met = goal.met(arm, versus)
         verdict = "✓" if met else "✗ MISSED"
-        if versus is workload.reference and not goal.at_most_time:
-            texts.append(("goal ≥ %s× %s" % (goal.text, verdict), met))
-        else:
-            texts.append(("goal %s %s" % (goal.describe(versus.name), verdict), met))
+        texts.append(("%s %s" % (goal.describe(versus.name, short=True), verdict), met))
     return texts
 
 
@@ -539,6 +537,11 @@ def panel_decorations(rows, layout, low, high):
                      "back" % (top, bottom))
     for i, row in enumerate(rows):
         y = len(rows) - i
+        if i == 0:
+            for header, x in (("ratio", layout.left_px + PLOT_PX + 10),
+                              ("goals", layout.left_px + PLOT_PX + RATIO_COLUMN_PX)):
+                lines.append('set label "%s" at screen %g, first %d left font '
+                             '"DejaVu Sans:Bold,10"' % (header, layout.x(x), y))
         if row.title is not None:
             lines.append("set object rectangle from screen 0, first %g to screen 1, first %g "
                          "fc rgb '%s' fs solid noborder behind" % (y - 0.5, y + 0.5, BAND_COLOUR))
