@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs missing packages, builds cyan in Release and runs the benchmark suite: every benchmark
-# prints its arms' medians and ratios, and the summary lands in bench-results/.
+# prints its arms' medians and ratios, and the report lands in bench-results/ (summary.md with
+# one panel-<family>.png per family; scripts/bench_report.sh --compare OLD NEW compares two runs).
 #   CYAN_BENCH_REPS=15 scripts/bench.sh    more repetitions (default 11)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ for benchmark in build/release/examples/*_benchmark; do
 done
 
 echo
-echo "=== summary (bench-results/results.csv, summary.txt, results.png) ==="
+echo "=== summary (bench-results/results.csv, summary.txt, summary.md, panel-*.png) ==="
 scripts/bench_report.sh "$results"
 [ $status -eq 0 ] || echo "cyan bench: some benchmark checks FAILED (see above)"
 exit $status

@@ -8,9 +8,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libev-dev
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
   libomp-dev                                          # OpenMP benchmark baseline (clang)
-  gnuplot-nox                                         # the benchmark chart
+  gnuplot-nox fonts-dejavu-core                       # the benchmark report's panels
   wrk nginx-light node-llhttp                         # HTTP: load, the nginx peer, llhttp sources
-  python3                                             # the net tests' asyncio peer
+  python3                                             # the net tests' asyncio peer, the bench report
 )
 
 missing=()
