@@ -3,14 +3,7 @@
 // The tests that cyan::lockfree::queue and cyan::lockfree::stack share: both are node-based
 // containers with hazard-pointer reclamation, pooled node slabs and the same element
 // guarantees; they differ in the order elements leave and in the queue's dummy node. A
-// container's test file instantiates the suite with a kind (see queue_test.cpp):
-//
-//   struct kind {
-//     template <typename T> using container = ...;            // queue<T> or stack<T>
-//     template <typename T> static constexpr std::size_t kBlockClass = ...;  // its node class
-//     static constexpr bool kFifo = ...;                      // pop order: FIFO or LIFO
-//     static constexpr std::size_t kDummySlabs = ...;         // slabs an empty container holds
-//   };
+// container's test file instantiates the suite with its kind<> (see queue_test.cpp).
 
 #include <gtest/gtest.h>
 
@@ -31,6 +24,19 @@
 namespace cyan::test::node_container {
 
 namespace detail = cyan::lockfree::detail;
+
+// What the suite needs to know of a container: its template, its node (for the pool's block
+// class), whether it pops in FIFO or LIFO order, and how many slabs it holds when empty.
+template <template <typename> class Container, template <typename> class Node, bool Fifo,
+          std::size_t DummySlabs>
+struct kind {
+  template <typename T>
+  using container = Container<T>;
+  template <typename T>
+  static constexpr std::size_t kBlockClass = detail::node_pool<Node<T>>::kBlockClass;
+  static constexpr bool kFifo = Fifo;
+  static constexpr std::size_t kDummySlabs = DummySlabs;
+};
 
 // Every test starts and ends with no lifecycle instance alive.
 template <typename Kind>

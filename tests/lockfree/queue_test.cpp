@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "node_container_tests.h"
-#include "support/lifecycle.h"
 
 #include <cstddef>
 #include <memory>
@@ -17,17 +16,10 @@
 namespace {
 
 using cyan::lockfree::queue;
-using cyan::test::lifecycle;
 namespace detail = cyan::lockfree::detail;
 
-struct queue_kind {
-  template <typename T>
-  using container = queue<T>;
-  template <typename T>
-  static constexpr std::size_t kBlockClass = detail::node_pool<detail::queue_node<T>>::kBlockClass;
-  static constexpr bool kFifo = true;
-  static constexpr std::size_t kDummySlabs = 1;  // the slab holding the dummy node
-};
+// FIFO; an empty queue holds the slab of its dummy node.
+using queue_kind = cyan::test::node_container::kind<queue, detail::queue_node, true, 1>;
 
 }  // namespace
 
@@ -37,14 +29,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(queue, node_container_test, ::queue_kind);
 
 namespace {
 
-// Every test starts and ends with no lifecycle instance alive.
-class queue_test : public ::testing::Test {
- protected:
-  void SetUp() override { lifecycle::reset(); }
-  void TearDown() override { EXPECT_EQ(lifecycle::live(), 0); }
-};
-
-TEST_F(queue_test, pops_in_fifo_order) {
+TEST(queue_test, pops_in_fifo_order) {
   queue<int> q;
   for (int i = 0; i < 1000; ++i) {
     q.push(i);
@@ -59,7 +44,7 @@ TEST_F(queue_test, pops_in_fifo_order) {
   EXPECT_EQ(out, -1) << "a failed try_pop must leave its target alone";
 }
 
-TEST_F(queue_test, interleaved_push_and_pop_keep_order) {
+TEST(queue_test, interleaved_push_and_pop_keep_order) {
   queue<int> q;
   int next_in = 0;
   int next_out = 0;
@@ -103,7 +88,7 @@ struct nesting {
   int level_;
 };
 
-TEST_F(queue_test, elements_may_use_queues_while_popped) {
+TEST(queue_test, elements_may_use_queues_while_popped) {
   std::vector<std::unique_ptr<queue<nesting>>> queues;
   for (int i = 0; i < nesting::kDepth; ++i) {
     queues.push_back(std::make_unique<queue<nesting>>());

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <latch>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,15 +73,9 @@ struct mpmc_adapter {
   segmented_queue<T> queue;
 };
 
-std::string describe(const mpmc::stress_config& config, const mpmc::shape& s) {
-  return config.describe() + " producers=" + std::to_string(s.producers) +
-         " consumers=" + std::to_string(s.consumers) +
-         " items_per_producer=" + std::to_string(s.items_per_producer);
-}
-
 template <typename Element>
 void expect_fifo_exactly_once(const mpmc::stress_config& config, const mpmc::shape& s) {
-  SCOPED_TRACE(describe(config, s));
+  SCOPED_TRACE(mpmc::describe(config, s));
   mpmc_adapter<Element> q;
   const mpmc::delivery seen = mpmc::run<Element>(q, s, config.seed);
   EXPECT_TRUE(mpmc::each_item_exactly_once(seen, s));
@@ -109,45 +102,30 @@ TEST(segmented_queue_stress, non_trivial_elements_constructed_and_destroyed_once
 TEST(segmented_queue_stress, batch_claims_keep_each_producer_in_order) {
   const mpmc::stress_config config;
   const mpmc::shape s{ 3, 3, static_cast<std::uint32_t>(config.scaled(500'000)) };
-  SCOPED_TRACE(describe(config, s));
+  SCOPED_TRACE(mpmc::describe(config, s));
   mpmc_adapter<mpmc::item> q;
-  mpmc::delivery seen(s.consumers, std::vector<std::vector<std::uint32_t>>(s.producers + 1));
-  std::latch start(s.producers + s.consumers);
-  std::atomic<std::uint32_t> producers_done{ 0 };
-  std::vector<std::thread> threads;
-  for (std::uint32_t p = 0; p < s.producers; ++p) {
-    threads.emplace_back([&, p] {
-      start.arrive_and_wait();
-      mpmc::produce<mpmc::item>(q, p, s.items_per_producer, config.seed);
-      producers_done.fetch_add(1);
-    });
-  }
-  for (std::uint32_t c = 0; c < s.consumers; ++c) {
-    threads.emplace_back([&, c] {
-      start.arrive_and_wait();
-      segmented_queue<mpmc::item>::tail_hint hint;
-      mpmc::item batch[8];
-      mpmc::backoff idle;
-      for (;;) {
-        const bool producers_finished = producers_done.load() == s.producers;  // before the pop
-        bool more = false;
-        const std::size_t n = q.queue.try_pop_many(batch, 8, 2, &more, &hint);
-        for (std::size_t i = 0; i < n; ++i) {
-          seen[c][std::min(batch[i].producer, s.producers)].push_back(batch[i].sequence);
-        }
-        if (n != 0) {
-          idle.reset();
-        } else if (producers_finished) {
-          return;
-        } else {
-          idle.wait();
-        }
+  const auto claim_batches = [&](std::uint32_t, const std::atomic<std::uint32_t>& producers_done,
+                                 std::vector<std::vector<std::uint32_t>>& seen) {
+    segmented_queue<mpmc::item>::tail_hint hint;
+    mpmc::item batch[8];
+    mpmc::backoff idle;
+    for (;;) {
+      const bool producers_finished = producers_done.load() == s.producers;  // before the pop
+      bool more = false;
+      const std::size_t n = q.queue.try_pop_many(batch, 8, 2, &more, &hint);
+      for (std::size_t i = 0; i < n; ++i) {
+        seen[std::min(batch[i].producer, s.producers)].push_back(batch[i].sequence);
       }
-    });
-  }
-  for (std::thread& thread : threads) {
-    thread.join();
-  }
+      if (n != 0) {
+        idle.reset();
+      } else if (producers_finished) {
+        return;
+      } else {
+        idle.wait();
+      }
+    }
+  };
+  const mpmc::delivery seen = mpmc::run_with<mpmc::item>(q, s, config.seed, claim_batches);
   EXPECT_TRUE(mpmc::each_item_exactly_once(seen, s));
   EXPECT_TRUE(mpmc::each_producer_in_order(seen));
   EXPECT_TRUE(q.empty());

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "node_container_tests.h"
-#include "support/lifecycle.h"
 
 #include <cstddef>
 #include <optional>
@@ -14,17 +13,10 @@
 namespace {
 
 using cyan::lockfree::stack;
-using cyan::test::lifecycle;
 namespace detail = cyan::lockfree::detail;
 
-struct stack_kind {
-  template <typename T>
-  using container = stack<T>;
-  template <typename T>
-  static constexpr std::size_t kBlockClass = detail::node_pool<detail::stack_node<T>>::kBlockClass;
-  static constexpr bool kFifo = false;
-  static constexpr std::size_t kDummySlabs = 0;  // no dummy node
-};
+// LIFO; an empty stack holds no slab.
+using stack_kind = cyan::test::node_container::kind<stack, detail::stack_node, false, 0>;
 
 }  // namespace
 
@@ -34,14 +26,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(stack, node_container_test, ::stack_kind);
 
 namespace {
 
-// Every test starts and ends with no lifecycle instance alive.
-class stack_test : public ::testing::Test {
- protected:
-  void SetUp() override { lifecycle::reset(); }
-  void TearDown() override { EXPECT_EQ(lifecycle::live(), 0); }
-};
-
-TEST_F(stack_test, pops_in_lifo_order) {
+TEST(stack_test, pops_in_lifo_order) {
   stack<int> s;
   for (int i = 0; i < 1000; ++i) {
     s.push(i);
@@ -56,7 +41,7 @@ TEST_F(stack_test, pops_in_lifo_order) {
   EXPECT_EQ(out, -1) << "a failed try_pop must leave its target alone";
 }
 
-TEST_F(stack_test, interleaved_push_and_pop_keep_order) {
+TEST(stack_test, interleaved_push_and_pop_keep_order) {
   stack<int> s;
   s.push(1);
   s.push(2);
