@@ -50,18 +50,18 @@ class inbox_owner {
 
 /// A handler thread's inbox: any thread posts tasks, the inbox's one thread runs them.
 ///
-/// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott
-/// queue (any producer, one allocation per post). After that the thread gets its own lane, an
-/// unbounded SPSC queue (inbox_lane) found through a thread-local cache: a post is then one
-/// table lookup, a flag store, one load and a ring push: no CAS, no hardware fence, no
+/// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott queue
+/// (any producer, one allocation per post). After that the thread gets its own lane, an unbounded
+/// SPSC queue (inbox_lane over lockfree::spsc_queue) found through a thread-local cache: a post is
+/// then one table lookup, a flag store, one load and a ring push: no CAS, no hardware fence, no
 /// allocation for a closure that fits inline, no syscall while the consumer is awake. The lane is
 /// announced by an open_lane envelope sent through the shared queue *after* the thread's earlier
 /// shared posts, and the consumer starts reading a lane only when it reaches that envelope, so
-/// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue.
-/// A thread's lanes are closed when it exits, after its C++ thread_local destructors ran (a
-/// pthread key destructor, producer_cache.cpp), so those destructors may still post; posts made
-/// even later (from other libraries' key destructors) go through the shared queue and are not
-/// ordered after that thread's lane posts. The consumer frees a closed lane once it is empty.
+/// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue. A
+/// thread's lanes are closed when it exits, after its C++ thread_local destructors ran (a pthread
+/// key destructor, producer_cache.cpp), so those destructors may still post; posts made even later
+/// (from other libraries' key destructors) go through the shared queue and are not ordered after
+/// that thread's lane posts. The consumer frees a closed lane once it is empty.
 ///
 /// No lost wake-up. state_ holds kSleeping, set by the consumer before it blocks in its loop.
 ///   producer: active = true ; light fence ; s = state_ ; push ; if s has kSleeping: wake ;
