@@ -43,8 +43,7 @@ struct no_producer_data {};
 template <typename T, typename ProducerData = detail::no_producer_data>
 class spsc_queue : noncopyable {
   static_assert(std::is_nothrow_destructible_v<T>,
-                "spsc_queue elements must not throw on "
-                "destruction");
+                "spsc_queue elements must not throw on destruction");
 
  public:
   using value_type = T;
