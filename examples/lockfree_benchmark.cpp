@@ -1,8 +1,9 @@
-// Lock-free containers benchmark: cyan's queue and SPSC ring against their peers.
+// Lock-free containers benchmark: cyan's queues and SPSC ring against their peers.
 //   queue 1P1C, 2P2C, 4P4C — P producers push ITEMS values in total, P consumers pop and sum
-//       them: cyan::lockfree::queue vs boost::lockfree::queue, moodycamel::ConcurrentQueue
-//       (token-less API, like the others), libcds MSQueue (hazard pointers) and a std::mutex
-//       around a std::deque;
+//       them: cyan::lockfree::queue (Michael–Scott) and cyan::lockfree::segmented_queue (the
+//       pool's queue) vs boost::lockfree::queue, moodycamel::ConcurrentQueue (token-less API,
+//       like the others), libcds MSQueue (hazard pointers) and a std::mutex around a
+//       std::deque;
 //   spsc — one producer, one consumer, a ring of 1024 slots: cyan::lockfree::spsc_ring one item
 //       at a time and in batches vs boost::lockfree::spsc_queue one item at a time and in batches.
 // Every arm moves the values 0..ITEMS-1 and its consumers sum what they pop: the checksum (the
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <latch>
@@ -38,6 +40,7 @@
 #include <cyan/common/cache_line.h>
 #include <cyan/common/thread.h>
 #include <cyan/lockfree/queue.h>
+#include <cyan/lockfree/segmented_queue.h>
 #include <cyan/lockfree/spsc_ring.h>
 
 #include "bench/harness.h"
@@ -134,6 +137,17 @@ constexpr std::size_t kPooledNodes = 1u << 16;
 struct cyan_queue_arm {
   cyan::lockfree::queue<item> queue{ kPooledNodes };
   void push(item value) { queue.push(value); }
+  bool try_pop(item& value) { return queue.try_pop(value); }
+};
+
+// One block per 255 pushes at most; drained blocks are kept as spares and reused.
+struct cyan_segmented_queue_arm {
+  cyan::lockfree::segmented_queue<item> queue;
+  void push(item value) {
+    if (!queue.try_push(std::move(value))) {
+      std::abort();  // refused only after seal() or close_if_empty(), which no arm calls
+    }
+  }
   bool try_pop(item& value) { return queue.try_pop(value); }
 };
 
@@ -244,6 +258,8 @@ bool run_queue_workload(std::size_t pairs, item items) {
   const std::string workload = "queue " + std::to_string(pairs) + "P" + std::to_string(pairs) + "C";
   cyan::bench::suite s{ "lockfree", workload };
   s.add("cyan lockfree::queue", [&] { return run_queue<cyan_queue_arm>(pairs, items); });
+  s.add("cyan lockfree::segmented_queue",
+        [&] { return run_queue<cyan_segmented_queue_arm>(pairs, items); });
   s.add("boost::lockfree::queue", [&] { return run_queue<boost_queue_arm>(pairs, items); });
   s.add("moodycamel::ConcurrentQueue", [&] { return run_queue<moodycamel_arm>(pairs, items); });
   s.add("libcds MSQueue<HP>", [&] { return run_queue<libcds_arm, libcds_thread>(pairs, items); });

@@ -24,10 +24,10 @@ inbox::inbox() : id_(next_inbox_id.fetch_add(1, std::memory_order_relaxed)) {  /
 inbox::~inbox() {
   // The thread has finished and, by contract, nobody posts any more: free what the lanes hold
   // and let their producers' caches forget them.
-  for (inbox_channel* lane : registry_) {
+  for (inbox_lane* lane : registry_) {
     lane->free_blocks();
     lane->mark_target_dead();
-    inbox_channel::release(lane);
+    inbox_lane::release(lane);
   }
 }
 
@@ -45,7 +45,7 @@ inbox::shared_window::~shared_window() {
 }
 
 void inbox::post_shared(std::uint32_t refused, envelope::kind what, inbox_task task,
-                        clock::time_point due, inbox_channel* lane) {
+                        clock::time_point due, inbox_lane* lane) {
   std::uint32_t state;
   {
     const shared_window window(*this);
@@ -64,7 +64,7 @@ void inbox::post_shared(std::uint32_t refused, envelope::kind what, inbox_task t
 }
 
 void inbox::push_shared(envelope&& item) {
-  const bool counted = item.what != envelope::kind::open_channel;
+  const bool counted = item.what != envelope::kind::open_lane;
   // relaxed: counters; the push below (a release) orders them before the consumer's pop.
   shared_pushed_.fetch_add(1, std::memory_order_relaxed);
   if (counted) {
@@ -81,14 +81,14 @@ void inbox::push_shared(envelope&& item) {
   }
 }
 
-inbox_channel* inbox::open_channel() {
-  auto lane = std::make_unique<inbox_channel>(id_);
+inbox_lane* inbox::open_lane() {
+  auto lane = std::make_unique<inbox_lane>(id_);
   {
     const std::lock_guard lock(registry_mutex_);
     registry_.push_back(lane.get());
   }
   try {
-    post_shared(kClosed, envelope::kind::open_channel, nullptr, {}, lane.get());
+    post_shared(kClosed, envelope::kind::open_lane, nullptr, {}, lane.get());
   } catch (...) {
     const std::lock_guard lock(registry_mutex_);
     std::erase(registry_, lane.get());
@@ -162,7 +162,7 @@ inbox::counters inbox::read_counters() const {
   result.lanes = registry_.size();
   result.sleeps = sleeps_.load(std::memory_order_relaxed);
   result.naps = naps_.load(std::memory_order_relaxed);
-  for (const inbox_channel* lane : registry_) {
+  for (const inbox_lane* lane : registry_) {
     result.posted += lane->posted();
   }
   return result;
@@ -195,8 +195,8 @@ std::size_t inbox::drain_lanes(std::size_t budget) noexcept {
   // take_task() leaves the task empty: the ring then destroys an empty slot, no closure.
   auto take = [this](inbox_task&& task) noexcept { take_task(task); };
   std::size_t taken = 0;
-  inbox_channel** link = &lanes_;
-  while (inbox_channel* lane = *link) {
+  inbox_lane** link = &lanes_;
+  while (inbox_lane* lane = *link) {
     const std::size_t count = lane->consume(budget, take);
     taken += count;
     if (count < budget && lane->closed() && !lane->has_tasks()) {
@@ -226,9 +226,9 @@ void inbox::handle(envelope& item) noexcept {
         owner_->report(error);
       }
       return;
-    case envelope::kind::open_channel:
-      item.channel->next_lane = lanes_;
-      lanes_ = item.channel;
+    case envelope::kind::open_lane:
+      item.lane->next_lane = lanes_;
+      lanes_ = item.lane;
       return;
   }
 }
@@ -241,13 +241,13 @@ void inbox::take_task(inbox_task& task) noexcept {
   }
 }
 
-void inbox::retire(inbox_channel* lane) noexcept {
+void inbox::retire(inbox_lane* lane) noexcept {
   {
     const std::lock_guard lock(registry_mutex_);
     std::erase(registry_, lane);
     retired_posted_ += lane->posted();
   }
-  inbox_channel::release(lane);
+  inbox_lane::release(lane);
 }
 
 bool inbox::looks_busy() const noexcept {
@@ -256,7 +256,7 @@ bool inbox::looks_busy() const noexcept {
       shared_pushed_.load(std::memory_order_relaxed) != shared_popped_) {
     return true;
   }
-  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+  for (const inbox_lane* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
     if (lane->has_tasks()) {
       return true;
     }
@@ -267,7 +267,7 @@ bool inbox::looks_busy() const noexcept {
 bool inbox::anything_active() const noexcept {
   // seq_cst loads: see "No lost wake-up" and "Stop" in inbox.h.
   bool active = shared_active_.load(std::memory_order_seq_cst) != 0;
-  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+  for (const inbox_lane* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
     active = lane->posting() || active;
   }
   return active;
@@ -277,7 +277,7 @@ bool inbox::anything_queued() const noexcept {
   if (!shared_.empty()) {
     return true;
   }
-  for (const inbox_channel* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
+  for (const inbox_lane* lane = lanes_; lane != nullptr; lane = lane->next_lane) {
     if (lane->has_tasks()) {
       return true;
     }

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "cyan/dispatch/detail/inbox.h"
-#include "cyan/dispatch/detail/inbox_channel.h"
+#include "cyan/dispatch/detail/inbox_lane.h"
 
 namespace cyan::dispatch::detail {
 
-constinit thread_local hot_channel tls_hot_channels[kHotChannels] = {};
+constinit thread_local hot_lane tls_hot_lanes[kHotLanes] = {};
 
 namespace {
 
@@ -20,7 +20,7 @@ namespace {
 // the inbox's shared queue so far.
 struct table_entry {
   std::uint64_t target = 0;
-  inbox_channel* channel = nullptr;
+  inbox_lane* lane = nullptr;
   std::uint32_t shared_posts = 0;
 };
 
@@ -36,8 +36,8 @@ struct producer_table {
 constinit thread_local producer_table* tls_table = nullptr;
 constinit thread_local bool tls_exiting = false;
 
-void clear_hot_channels() noexcept {
-  std::fill(std::begin(tls_hot_channels), std::end(tls_hot_channels), hot_channel{});
+void clear_hot_lanes() noexcept {
+  std::fill(std::begin(tls_hot_lanes), std::end(tls_hot_lanes), hot_lane{});
 }
 
 // Runs at thread exit, after every C++ thread_local destructor (glibc runs pthread key
@@ -46,11 +46,11 @@ void clear_hot_channels() noexcept {
 void close_lanes_at_exit(void* table_pointer) noexcept {
   auto* table = static_cast<producer_table*>(table_pointer);
   tls_exiting = true;
-  clear_hot_channels();
+  clear_hot_lanes();
   for (table_entry& entry : table->entries) {
-    if (entry.channel != nullptr) {
-      entry.channel->close();
-      inbox_channel::release(entry.channel);
+    if (entry.lane != nullptr) {
+      entry.lane->close();
+      inbox_lane::release(entry.lane);
     }
   }
   delete table;
@@ -81,13 +81,13 @@ producer_table& local_table() {
 }
 
 void purge(producer_table& table) noexcept {
-  clear_hot_channels();
+  clear_hot_lanes();
   std::erase_if(table.entries, [](table_entry& entry) {
-    if (entry.channel == nullptr) {
+    if (entry.lane == nullptr) {
       return true;
     }
-    if (entry.channel->target_dead()) {
-      inbox_channel::release(entry.channel);
+    if (entry.lane->target_dead()) {
+      inbox_lane::release(entry.lane);
       return true;
     }
     return false;
@@ -109,20 +109,20 @@ table_entry& find_or_add(producer_table& table, std::uint64_t target) {
 
 }  // namespace
 
-inbox_channel* find_channel(inbox& target) {
+inbox_lane* find_lane(inbox& target) {
   if (tls_exiting) {
     return nullptr;
   }
   const std::uint64_t id = target.id();
   table_entry& entry = find_or_add(local_table(), id);
-  if (entry.channel == nullptr) {
+  if (entry.lane == nullptr) {
     if (++entry.shared_posts <= inbox::kPromoteAfter) {
       return nullptr;
     }
-    entry.channel = target.open_channel();
+    entry.lane = target.open_lane();
   }
-  tls_hot_channels[id % kHotChannels] = hot_channel{ id, entry.channel };
-  return entry.channel;
+  tls_hot_lanes[id % kHotLanes] = hot_lane{ id, entry.lane };
+  return entry.lane;
 }
 
 }  // namespace cyan::dispatch::detail

@@ -26,6 +26,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include "support/stress_env.h"
 
@@ -52,6 +53,13 @@ struct shape {
   std::uint32_t consumers;
   std::uint32_t items_per_producer;
 };
+
+// The configuration and shape of a run, for SCOPED_TRACE.
+inline std::string describe(const stress_config& config, const shape& s) {
+  return config.describe() + " producers=" + std::to_string(s.producers) +
+         " consumers=" + std::to_string(s.consumers) +
+         " items_per_producer=" + std::to_string(s.items_per_producer);
+}
 
 // The trivially copyable element: which producer pushed it, and its place in that producer's
 // sequence.
@@ -157,8 +165,11 @@ void consume(Container& container, const std::atomic<std::uint32_t>& producers_d
 }
 
 // Runs the producers and consumers, all released together by one latch, and joins them.
-template <typename Element, typename Container>
-delivery run(Container& container, const shape& s, std::uint64_t seed) {
+// Consumer c runs `consumer(c, producers_done, seen[c])`, which records what it pops by
+// producer in seen[c] and returns once it finds the container empty after every producer had
+// finished (producers_done == s.producers).
+template <typename Element, typename Container, typename Consumer>
+delivery run_with(Container& container, const shape& s, std::uint64_t seed, Consumer consumer) {
   delivery seen(s.consumers, std::vector<std::vector<std::uint32_t>>(s.producers + 1));
   std::latch start(s.producers + s.consumers);
   std::atomic<std::uint32_t> producers_done{ 0 };
@@ -173,13 +184,24 @@ delivery run(Container& container, const shape& s, std::uint64_t seed) {
   for (std::uint32_t c = 0; c < s.consumers; ++c) {
     threads.emplace_back([&, c] {
       start.arrive_and_wait();
-      consume<Element>(container, producers_done, s.producers, seed, c, seen[c]);
+      consumer(c, std::as_const(producers_done), seen[c]);
     });
   }
   for (std::thread& thread : threads) {
     thread.join();
   }
   return seen;
+}
+
+// run_with() whose consumers pop one element at a time (consume() above).
+template <typename Element, typename Container>
+delivery run(Container& container, const shape& s, std::uint64_t seed) {
+  return run_with<Element>(container, s, seed,
+                           [&](std::uint32_t c, const std::atomic<std::uint32_t>& producers_done,
+                               std::vector<std::vector<std::uint32_t>>& seen) {
+                             consume<Element>(container, producers_done, s.producers, seed, c,
+                                              seen);
+                           });
 }
 
 // Every producer's sequences 0..N-1 seen exactly once over all consumers, and nothing else.

@@ -23,15 +23,9 @@ namespace mpmc = cyan::test::mpmc;
 template <typename T>
 constexpr std::size_t kBlockClass = detail::node_pool<detail::queue_node<T>>::kBlockClass;
 
-std::string describe(const mpmc::stress_config& config, const mpmc::shape& s) {
-  return config.describe() + " producers=" + std::to_string(s.producers) +
-         " consumers=" + std::to_string(s.consumers) +
-         " items_per_producer=" + std::to_string(s.items_per_producer);
-}
-
 template <typename Element>
 void expect_fifo_exactly_once(const mpmc::stress_config& config, const mpmc::shape& s) {
-  SCOPED_TRACE(describe(config, s));
+  SCOPED_TRACE(mpmc::describe(config, s));
   const mpmc::node_accounting nodes(kBlockClass<Element>);
   {
     queue<Element> q;
@@ -73,7 +67,7 @@ TEST(QueueStress, ShortLivedThreadsReuseRecords) {
   const mpmc::stress_config config;
   const mpmc::shape s{ 2, 2, static_cast<std::uint32_t>(config.scaled(2'000)) };
   constexpr int kWaves = 50;
-  SCOPED_TRACE(describe(config, s) + " waves=" + std::to_string(kWaves));
+  SCOPED_TRACE(mpmc::describe(config, s) + " waves=" + std::to_string(kWaves));
   const mpmc::node_accounting nodes(kBlockClass<mpmc::item>);
   {
     queue<mpmc::item> q;

@@ -24,9 +24,7 @@ constexpr std::size_t kBlockClass = detail::node_pool<detail::stack_node<T>>::kB
 
 template <typename Element>
 void expect_exactly_once(const mpmc::stress_config& config, const mpmc::shape& s) {
-  SCOPED_TRACE(config.describe() + " producers=" + std::to_string(s.producers) +
-               " consumers=" + std::to_string(s.consumers) +
-               " items_per_producer=" + std::to_string(s.items_per_producer));
+  SCOPED_TRACE(mpmc::describe(config, s));
   const mpmc::node_accounting nodes(kBlockClass<Element>);
   {
     stack<Element> st;

@@ -21,10 +21,6 @@
 namespace cyan::event {
 namespace detail {
 
-/// True for what timer_wheel::post() can call: no arguments, any result.
-template <typename F>
-concept wheel_callable = std::is_invocable_v<std::add_lvalue_reference_t<std::decay_t<F>>>;
-
 template <typename D>
 inline constexpr bool is_chrono_duration = false;
 template <typename Rep, typename Period>

@@ -7,22 +7,23 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/destroy_task.h"
-#include "cyan/dispatch/detail/inbox_channel.h"
+#include "cyan/dispatch/detail/inbox_lane.h"
 #include "cyan/dispatch/detail/producer_cache.h"
 #include "cyan/lockfree/queue.h"
 
 namespace cyan::dispatch::detail {
 
-/// A closure that can be posted: called as an lvalue, its result ignored.
+/// A closure that can be posted: called as an lvalue, its result ignored. (The lvalue reference
+/// is spelled add_lvalue_reference_t: clang-format splits `std::decay_t<F>&>` apart.)
 template <typename F>
-concept postable = std::invocable < std::decay_t<F>
-& > ;
+concept postable = std::invocable<std::add_lvalue_reference_t<std::decay_t<F>>>;
 
 /// A closure that can be posted as an awaitable task: called once, as an rvalue.
 template <typename F>
@@ -49,18 +50,18 @@ class inbox_owner {
 
 /// A handler thread's inbox: any thread posts tasks, the inbox's one thread runs them.
 ///
-/// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott
-/// queue (any producer, one allocation per post). After that the thread gets its own lane, an
-/// unbounded SPSC queue (inbox_channel) found through a thread-local cache: a post is then one
-/// table lookup, a flag store, one load and a ring push: no CAS, no hardware fence, no
+/// Lanes. A thread's first kPromoteAfter posts to an inbox go through a shared Michael–Scott queue
+/// (any producer, one allocation per post). After that the thread gets its own lane, an unbounded
+/// SPSC queue (inbox_lane over lockfree::spsc_queue) found through a thread-local cache: a post is
+/// then one table lookup, a flag store, one load and a ring push: no CAS, no hardware fence, no
 /// allocation for a closure that fits inline, no syscall while the consumer is awake. The lane is
-/// announced by an open_channel envelope sent through the shared queue *after* the thread's earlier
+/// announced by an open_lane envelope sent through the shared queue *after* the thread's earlier
 /// shared posts, and the consumer starts reading a lane only when it reaches that envelope, so
-/// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue.
-/// A thread's lanes are closed when it exits, after its C++ thread_local destructors ran (a
-/// pthread key destructor, producer_cache.cpp), so those destructors may still post; posts made
-/// even later (from other libraries' key destructors) go through the shared queue and are not
-/// ordered after that thread's lane posts. The consumer frees a closed lane once it is empty.
+/// posts stay FIFO per producer across the switch. Delayed posts always use the shared queue. A
+/// thread's lanes are closed when it exits, after its C++ thread_local destructors ran (a pthread
+/// key destructor, producer_cache.cpp), so those destructors may still post; posts made even later
+/// (from other libraries' key destructors) go through the shared queue and are not ordered after
+/// that thread's lane posts. The consumer frees a closed lane once it is empty.
 ///
 /// No lost wake-up. state_ holds kSleeping, set by the consumer before it blocks in its loop.
 ///   producer: active = true ; light fence ; s = state_ ; push ; if s has kSleeping: wake ;
@@ -145,7 +146,7 @@ class inbox : noncopyable {
   /// Creates this thread's lane and announces it to the consumer. Throws executor_stopped once
   /// finish() closed the inbox (a lane opened after stop() serves hand-overs), std::bad_alloc.
   /// [producer: called by the thread cache]
-  inbox_channel* open_channel();
+  inbox_lane* open_lane();
 
   /// Refuses new posts and wakes the thread; `discard` also cancels queued tasks. Never throws.
   void stop(bool discard) noexcept;
@@ -279,23 +280,23 @@ class inbox : noncopyable {
   static constexpr std::uint32_t kClosed = 16;   // finish() began: hand-overs are refused too
 
   struct envelope {
-    enum class kind : std::uint8_t { task, delayed, open_channel };
+    enum class kind : std::uint8_t { task, delayed, open_lane };
     inbox_task task;
     clock::time_point due{};
-    inbox_channel* channel = nullptr;
+    inbox_lane* lane = nullptr;
     kind what = kind::task;
   };
 
   // Marks a lane's post in progress for its whole scope, exceptions included.
   class active_window {
    public:
-    explicit active_window(inbox_channel& lane) noexcept : lane_(lane) { lane_.begin_post(); }
+    explicit active_window(inbox_lane& lane) noexcept : lane_(lane) { lane_.begin_post(); }
     ~active_window() { lane_.end_post(); }
     active_window(const active_window&) = delete;
     active_window& operator=(const active_window&) = delete;
 
    private:
-    inbox_channel& lane_;
+    inbox_lane& lane_;
   };
 
   // The same for the shared queue and for notify().
@@ -318,7 +319,7 @@ class inbox : noncopyable {
   // A post, refused when state_ has kRefused: kStopped for a post, kClosed for a hand-over.
   template <std::uint32_t kRefused, typename F>
   [[gnu::always_inline]] void post_unless(F&& f) {
-    inbox_channel* lane = find_hot_channel(id_);
+    inbox_lane* lane = find_hot_lane(id_);
     if (lane == nullptr) [[unlikely]] {
       post_cold<kRefused>(std::forward<F>(f));
       return;
@@ -328,7 +329,7 @@ class inbox : noncopyable {
 
   // The fast path: this thread's lane is known.
   template <std::uint32_t kRefused, typename F>
-  [[gnu::always_inline]] void post_to(inbox_channel& lane, F&& f) {
+  [[gnu::always_inline]] void post_to(inbox_lane& lane, F&& f) {
     std::uint32_t state;
     {
       const active_window window(lane);
@@ -349,7 +350,7 @@ class inbox : noncopyable {
   // The lane is not in the hot cache: look it up (maybe open it), or use the shared queue.
   template <std::uint32_t kRefused, typename F>
   [[gnu::noinline]] void post_cold(F&& f) {
-    inbox_channel* lane = find_channel(*this);
+    inbox_lane* lane = find_lane(*this);
     if (lane == nullptr) {
       post_shared(kRefused, envelope::kind::task, inbox_task(std::forward<F>(f)));
     } else {
@@ -358,7 +359,7 @@ class inbox : noncopyable {
   }
 
   void post_shared(std::uint32_t refused, envelope::kind what, inbox_task task,
-                   clock::time_point due = {}, inbox_channel* lane = nullptr);
+                   clock::time_point due = {}, inbox_lane* lane = nullptr);
   void push_shared(envelope&& item);
   [[noreturn]] static void throw_stopped();
   // Every task the inbox ran or cancels is destroyed here, before its slot or envelope is reused.
@@ -379,14 +380,14 @@ class inbox : noncopyable {
   std::size_t drain_lanes(std::size_t budget) noexcept;
   void handle(envelope& item) noexcept;
   void take_task(inbox_task& task) noexcept;
-  void retire(inbox_channel* lane) noexcept;
+  void retire(inbox_lane* lane) noexcept;
   void wait_for_wakers() const noexcept;
   [[nodiscard]] bool anything_active() const noexcept;
   [[nodiscard]] bool anything_queued() const noexcept;
 
   const std::uint64_t id_;
-  // The consumer's lanes, linked through inbox_channel::next_lane: consumer-only.
-  inbox_channel* lanes_ = nullptr;
+  // The consumer's lanes, linked through inbox_lane::next_lane: consumer-only.
+  inbox_lane* lanes_ = nullptr;
   // Shared envelopes taken so far, compared with shared_pushed_ to skip an empty queue cheaply.
   std::uint64_t shared_popped_ = 0;
   // Set by attach() before any post can see kSleeping; read by wake().
@@ -413,7 +414,7 @@ class inbox : noncopyable {
   // Every lane ever opened and not retired, for stats() and destruction. Locked by producers
   // when they open a lane, by the consumer when it retires one, and by stats(): never per post.
   mutable std::mutex registry_mutex_;
-  std::vector<inbox_channel*> registry_;
+  std::vector<inbox_lane*> registry_;
   std::uint64_t retired_posted_ = 0;  // guarded by registry_mutex_
 };
 

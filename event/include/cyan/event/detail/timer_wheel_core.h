@@ -15,6 +15,10 @@
 
 namespace cyan::event::detail {
 
+/// True for what a timer wheel can call: no arguments, any result, called as an lvalue.
+template <typename F>
+concept wheel_callable = std::is_invocable_v<std::add_lvalue_reference_t<std::decay_t<F>>>;
+
 /// The clock-free heart of cyan::event::timer_wheel: a hashed, hierarchical timing wheel
 /// (Varghese & Lauck, scheme 7) driven by an abstract tick counter, so it can be tested with a
 /// virtual clock.
@@ -87,9 +91,8 @@ class timer_wheel_core : noncopyable {
   /// empty cyan::unique_function or std::function), std::bad_alloc when the slab cannot grow or
   /// a closure too big for inline storage cannot be boxed, and what moving `f` throws; nothing is
   /// added then.
-  template <typename F>
-  requires std::is_invocable_v < std::decay_t<F>
-  & > id_type insert(tick_type due, F&& f) {
+  template <wheel_callable F>
+  id_type insert(tick_type due, F&& f) {
     if constexpr (std::is_constructible_v<bool, const std::decay_t<F>&>) {
       if (!static_cast<bool>(f)) {
         throw std::invalid_argument("timer_wheel: empty callback");
