@@ -2,7 +2,12 @@
 
 // The machinery behind thread_pool: the shared task queue, the workers (handler_threads whose
 // idle_hook takes tasks from that queue), the timer thread that holds delayed tasks until they
-// are due, the sleep/wake handshake and the stop protocol.
+// are due, the sleep/wake handshake and the stop protocol. By phase:
+//   pool_core.cpp          set-up (the workers, the timer thread), tear-down, the error path;
+//   pool_post.cpp          posting: plain, delayed, token posts, hand-overs;
+//   pool_worker_round.cpp  the worker round: claim, steal, spin, go idle; waking a worker;
+//   pool_stop.cpp          stop, join;
+//   thread_pool.cpp        the public facade.
 
 #include <atomic>
 #include <chrono>
@@ -49,7 +54,7 @@ class pool_core : noncopyable {
   void report_error(std::exception_ptr error) noexcept { report(std::move(error)); }
 
  private:
-  // Most tasks one claim takes from the shared queue (see "Batches" in thread_pool.cpp).
+  // Most tasks one claim takes from the shared queue (see "Batches" in pool_worker_round.cpp).
   static constexpr std::size_t kMaxClaim = 16;
 
   // One per worker: its hook into the shared queue and its idle flag.
@@ -59,7 +64,7 @@ class pool_core : noncopyable {
     executor_ref home() noexcept override;
 
     // The tasks of a batch claim beyond the one the worker runs first (see "Batches" in
-    // thread_pool.cpp): [begin, end) of local. The worker takes from the front, idle workers
+    // pool_worker_round.cpp): [begin, end) of local. The worker takes from the front, idle workers
     // steal from the back; both under local_mutex.
     std::mutex local_mutex;
     task local[kMaxClaim];
@@ -120,13 +125,14 @@ class pool_core : noncopyable {
   }
   void report(std::exception_ptr error) noexcept;
 
-  // Sealed by stop(), closed when the workers are told to stop (see "Stop" in thread_pool.cpp).
+  // Sealed by stop(), closed when the workers are told to stop (see "Stop" in pool_stop.cpp).
   task_queue queue_;
   // Token posts between their check of the seal and the end of their submit (see "Stop").
   cache_padded<std::atomic<std::uint32_t>> serial_posting_;
-  // Workers marked idle (see "Sleep" in thread_pool.cpp).
+  // Workers marked idle (see "Sleep" in pool_worker_round.cpp).
   cache_padded<std::atomic<std::uint32_t>> sleepers_;
-  // Workers polling the empty queue (see "Spinning" in thread_pool.cpp), at most max_spinners_.
+  // Workers polling the empty queue (see "Spinning" in pool_worker_round.cpp), at most
+  // max_spinners_.
   cache_padded<std::atomic<std::uint32_t>> spinners_;
   std::uint32_t max_spinners_ = 1;
   // The number of workers, set before any starts: workers read this, not workers_.size(),

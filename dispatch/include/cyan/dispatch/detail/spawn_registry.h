@@ -32,7 +32,7 @@ class spawn_registry : noncopyable {
   /// Counts a task; before the task is posted (see the executors' "Stop"). [any thread]
   void enter() noexcept {
     // seq_cst: the count is read by the stop protocol after the stop flag (see "Stop" in
-    // handler_thread_runtime.cpp and thread_pool.cpp); the task is posted after this.
+    // handler_thread_runtime.cpp and pool_stop.cpp); the task is posted after this.
     live_.value.fetch_add(1, std::memory_order_seq_cst);
   }
   /// Counts a task out once it has finished or was destroyed. [any thread]
