@@ -404,22 +404,21 @@ void handler_thread_runtime::cancel_delayed() noexcept {
 
 // ---- stop ---------------------------------------------------------------------------------
 
-// Stop, in phases:
-// 1. stop() [any thread]: token_tracker_ watches (no more inline token runs; its drop to zero
-//    wakes the thread), then the inbox refuses posts (kStopped) and wakes the thread.
-// 2. serve: the thread goes on with its rounds (tasks, timers, spinning, sleeping) while the
-//    owner is expecting_hand_overs(): a post(token, f) is between its stop check and the end
-//    of its submit (token_posts_), or a token still holds a task for this thread
-//    (token_tracker_), to hand it over through inbox::post_handed_over(). Read in that order: a
-//    post that passed its check is counted in token_posts_ until its task is counted in the
-//    tracker, and one that comes later sees kStopped and throws (seq_cst on both sides), so once
-//    both read zero no hand-over can come any more. Whoever makes one of them zero after the
-//    stop calls inbox::notify(), so the thread sleeps while it waits (see "Stop" in inbox.h).
-// 3. finish(): the inbox closes (kClosed), waits out in-flight posts and runs (drain) or
-//    cancels (discard) everything queued; delayed work that is due runs (drain), the rest is
-//    cancelled.
-// 4. on_finalize(), tear_down() (which first ends the socket waits of tasks spawned elsewhere
-//    that are still pending on this loop, see thread_bound_wait.h), mark_finished() (main()).
+// Stop: the phases and the argument are in detail/outstanding_work.h ("Stop"); the thread's
+// steps, in order:
+//   1. handler_thread::stop() [any thread]: the account's stopping(), then the inbox refuses
+//      posts (kStopped) and wakes the thread.
+//   2. serve: the thread goes on with its rounds (tasks, timers, spinning, sleeping) while the
+//      owner is expecting_hand_overs() (its outstanding_work is not drained: a token post
+//      between its check and the end of its submit, a token still holding a task for this
+//      thread, a spawned task alive); whoever makes one of its counts zero calls inbox::
+//      notify() (handler_thread::on_work_drop), so the thread sleeps while it waits (see "Stop"
+//      in inbox.h).
+//   3. finish(): the inbox closes (kClosed), waits out in-flight posts and runs (drain) or
+//      cancels (discard) everything queued; delayed work that is due runs (drain), the rest is
+//      cancelled.
+//   4. on_finalize(), tear_down() (which first ends the socket waits of tasks spawned elsewhere
+//      that are still pending on this loop, see thread_bound_wait.h), mark_finished() (main()).
 
 void handler_thread_runtime::finish() noexcept {
   finishing_ = true;

@@ -18,9 +18,9 @@ void pool_core::post(task&& t) {
 // Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
 // thread pushes it onto the shared queue like a post, so any free worker runs it.
 void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
-  delayed_pending_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop"
+  work_.work_started();  // see "Stop" in detail/outstanding_work.h
   if (queue_.sealed()) {
-    leave_delayed();
+    work_.work_finished();
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
   // From here the count belongs to the delayed_task, which leaves when it is queued or
@@ -31,12 +31,12 @@ void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
 pool_core::delayed_task::~delayed_task() {
   if (core_ != nullptr) {  // not due before the stop: cancelled (an awaitable reports it)
     destroy_task(task_, [this](std::exception_ptr error) { core_->report(std::move(error)); });
-    core_->leave_delayed();
+    core_->work_.work_finished();
   }
 }
 
 // Due: queued like a token hand-over (accepted while draining, refused only once closed, which
-// cannot happen while this task is counted in delayed_pending_). On the timer thread.
+// cannot happen while this task is counted in work_). On the timer thread.
 void pool_core::delayed_task::operator()() {
   pool_core* core = std::exchange(core_, nullptr);
   try {
@@ -45,35 +45,18 @@ void pool_core::delayed_task::operator()() {
     core->report(std::current_exception());
     destroy_task(task_, [core](std::exception_ptr error) { core->report(std::move(error)); });
   }
-  core->leave_delayed();
-}
-
-void pool_core::leave_delayed() noexcept {
-  if (delayed_pending_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
-    try_finish();
-  }
+  core->work_.work_finished();
 }
 
 void pool_core::post_serial(const serial_token& token, task&& t) {
-  serial_posting_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop"
+  // Counted until submit() has counted t in the tracker (see "Stop" in outstanding_work.h).
+  const outstanding_work::scope counted(work_);
   if (queue_.sealed()) {
-    leave_serial_post();
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
-  try {
-    serial_access::submit(
-        token, std::move(t), [this](task step) { post_handed_over(std::move(step)); }, &tracker_);
-  } catch (...) {
-    leave_serial_post();
-    throw;
-  }
-  leave_serial_post();
-}
-
-void pool_core::leave_serial_post() noexcept {
-  if (serial_posting_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
-    try_finish();
-  }
+  serial_access::submit(
+      token, std::move(t), [this](task step) { post_handed_over(std::move(step)); },
+      &work_.tokens());
 }
 
 // Work accepted before stop() that reaches the queue later: a token's step handed over by

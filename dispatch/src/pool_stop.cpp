@@ -1,25 +1,26 @@
-// The pool's side of the stop protocol, and join.
+// The pool's side of the stop protocol (see "Stop" in detail/outstanding_work.h), and join.
 
 #include <system_error>
 
 #include "pool_core.h"
 
-// Stop. stop() seals the queue: a user post's claim either precedes the seal (the task is
-// queued and will run, or be cancelled by discard) or is refused, and the post throws. Token
-// posts are counted in serial_posting_ from before their check of the seal to the end of their
-// submit, and the tasks they park behind another executor's task are counted by tracker_;
-// delayed posts are counted in delayed_pending_ from before their check of the seal until the
-// timer thread has queued them or destroyed them unrun (stop() stops the timer thread: in
-// drain it queues what is due and destroys the rest); tasks started by co_spawn are counted in
-// spawned_ from before their first post until they finished or were destroyed (their
-// resumptions are hand-overs; a discard abandons them, so they are destroyed at their next
-// resumption). The pool is drained when, read in this order, serial_posting_ == 0,
-// delayed_pending_ == 0, spawned_ is empty, tracker_ is released and the queue is empty; then
-// close_if_empty() closes it (atomically with the emptiness check, so a token hand-over or a due
-// delayed task, the pushes allowed after the seal, is either queued first or refused) and the
-// workers are told to stop, once. Whoever may change one of those conditions calls try_finish():
-// stop() itself, a worker that found the queue empty, a token post or a delayed task as it leaves,
-// and the tracker when it is released (a hand-over releases it only after its push).
+// Stop, the pool's steps (the phases and the argument are in detail/outstanding_work.h):
+//   1. stop():       discard: flag it (run_one() skips tasks from then on); seal the queue: a
+//                    user post's claim either precedes the seal (the task is queued and will run,
+//                    or be cancelled by discard) or is refused, and the post throws; work_.
+//                    stopping(); stop the timer thread (drain: it queues what is due and destroys
+//                    the rest; discard: destroys all), so every delayed task leaves work_'s count;
+//                    discard: abandon the spawned tasks;
+//   2. serve:        the workers go on running the queue, hand-overs included (token tasks, due
+//                    delayed tasks and coroutine resumptions: the pushes allowed after the seal);
+//   3. try_finish(): once work_.drained(), close_if_empty() closes the queue (atomically with
+//                    the emptiness check, so a hand-over is either queued first or refused) and
+//                    the workers are told to stop, once, in the pool's mode: each then finishes
+//                    as a handler_thread does (its inbox, its delayed work).
+// Whoever may change one of those conditions calls try_finish(): stop() itself, a worker that
+// found the queue empty (run_batch()), and work_'s on_drop (a token post or a delayed task as it
+// leaves, the token tracker when it is released: a hand-over releases it only after its push,
+// the last spawned task as it ends).
 
 namespace cyan::dispatch::detail {
 
@@ -28,13 +29,13 @@ void pool_core::stop(stop_mode mode) noexcept {
     discarding_.store(true, std::memory_order_seq_cst);
   }
   queue_.seal();
-  tracker_.stopping();
+  work_.stopping();
   // Drain: due delayed tasks are queued, the rest destroyed unrun; discard: all destroyed.
   if (timer_thread_) {  // null only while a failed constructor cleans up
     timer_thread_->stop(mode);
   }
   if (mode == stop_mode::discard) {
-    spawned_.abandon_all();  // their next resumption drops them (see detail/coro_env.h)
+    work_.spawned().abandon_all();  // their next resumption drops them (see detail/coro_env.h)
   }
   try_finish();
 }
@@ -43,10 +44,8 @@ void pool_core::try_finish() noexcept {
   if (!queue_.sealed() || finished_.load(std::memory_order_seq_cst)) {
     return;
   }
-  // In this order (see "Stop").
-  if (serial_posting_.value.load(std::memory_order_seq_cst) != 0 ||
-      delayed_pending_.value.load(std::memory_order_seq_cst) != 0 || !spawned_.empty() ||
-      !tracker_.released() || !queue_.close_if_empty()) {
+  // The queue last (see "Stop" in detail/outstanding_work.h).
+  if (!work_.drained() || !queue_.close_if_empty()) {
     return;
   }
   if (finished_.exchange(true, std::memory_order_seq_cst)) {
@@ -59,11 +58,7 @@ void pool_core::try_finish() noexcept {
   }
 }
 
-void pool_core::on_spawned_empty(void* self) noexcept {
-  static_cast<pool_core*>(self)->try_finish();
-}
-
-void pool_core::on_tracker_released(void* self) noexcept {
+void pool_core::on_work_drop(void* self) noexcept {
   static_cast<pool_core*>(self)->try_finish();
 }
 
