@@ -39,6 +39,17 @@ handler_thread::handler_thread(handler& h, options opts)
   runtime_->start();
 }
 
+handler_thread::handler_thread(detail::idle_hook& hook, options opts)
+    : runtime_(std::make_unique<detail::handler_thread_runtime>(*this, default_handler(),
+                                                                std::move(opts), &hook)) {
+  runtime_->start();
+}
+
+std::unique_ptr<handler_thread> detail::start_pool_worker(idle_hook& hook,
+                                                          handler_thread_options options) {
+  return std::unique_ptr<handler_thread>(new handler_thread(hook, std::move(options)));
+}
+
 handler_thread::~handler_thread() {
   if (is_current()) {
     std::fputs(

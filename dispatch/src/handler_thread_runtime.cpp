@@ -14,11 +14,12 @@
 namespace cyan::dispatch::detail {
 
 handler_thread_runtime::handler_thread_runtime(handler_thread& owner, handler& user_handler,
-                                               handler_thread_options options)
+                                               handler_thread_options options, idle_hook* hook)
     : owner_(owner),
       inbox_(owner.inbox_),
       handler_(user_handler),
       options_(std::move(options)),
+      hook_(hook),
       spin_budget_(
           std::max<clock::duration>(std::chrono::ceil<clock::duration>(options_.spin_before_sleep),
                                     clock::duration::zero())) {}
@@ -70,8 +71,7 @@ void handler_thread_runtime::set_up() {
   id_ = std::this_thread::get_id();
   // The thread's coroutines call it (or its pool) home: see detail/coro_env.h.
   this_thread_home.thread = executor_access::ref(owner_);
-  this_thread_home.executor =
-      options_.idle_hook != nullptr ? options_.idle_hook->home() : this_thread_home.thread;
+  this_thread_home.executor = hook_ != nullptr ? hook_->home() : this_thread_home.thread;
   if (!options_.name.empty()) {
     this_thread::set_name(options_.name);
   }
@@ -156,8 +156,8 @@ void handler_thread_runtime::main() noexcept {
 void handler_thread_runtime::run() {
   while (!inbox_.ready_to_finish()) {
     std::size_t taken = inbox_.drain(kBatch);
-    if (taken == 0 && options_.idle_hook != nullptr) {
-      taken = options_.idle_hook->run_elsewhere(owner_);
+    if (taken == 0 && hook_ != nullptr) {
+      taken = hook_->run_elsewhere(owner_);
     }
     if (taken != 0) {
       nap_expired_ = false;
@@ -349,8 +349,7 @@ void handler_thread_runtime::learn_from_sleep(clock::duration slept) noexcept {
 
 bool handler_thread_runtime::hook_has_work(void* self) noexcept {
   auto* runtime = static_cast<handler_thread_runtime*>(self);
-  idle_hook* hook = runtime->options_.idle_hook;
-  return hook != nullptr && hook->has_work(runtime->owner_);
+  return runtime->hook_ != nullptr && runtime->hook_->has_work(runtime->owner_);
 }
 
 // ---- delayed work -------------------------------------------------------------------------

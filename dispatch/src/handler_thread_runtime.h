@@ -23,6 +23,8 @@
 
 namespace cyan::dispatch::detail {
 
+class idle_hook;
+
 /// Calls a handler's protected callbacks (handler befriends it).
 struct handler_access {
   static void initialize(handler& h) { h.on_initialize(); }
@@ -37,8 +39,9 @@ class handler_thread_runtime final : public inbox_owner {
  public:
   using clock = std::chrono::steady_clock;
 
+  /// `hook`: a pool worker's (see detail/idle_hook.h), null for a plain handler thread.
   handler_thread_runtime(handler_thread& owner, handler& user_handler,
-                         handler_thread_options options);
+                         handler_thread_options options, idle_hook* hook = nullptr);
   /// Joins the thread if it is still joinable (a failed start-up).
   ~handler_thread_runtime();
 
@@ -103,6 +106,7 @@ class handler_thread_runtime final : public inbox_owner {
   inbox& inbox_;
   handler& handler_;
   const handler_thread_options options_;
+  idle_hook* const hook_;  // a pool worker's source of work beyond its inbox; or null
 
   std::thread thread_;
   std::thread::id id_;

@@ -41,8 +41,7 @@ pool_core::pool_core(std::size_t threads, thread_pool_options opts)
       handler_thread_options worker_options;
       worker_options.name = opts.name + "-" + std::to_string(i);
       worker_options.spin_before_sleep = std::chrono::nanoseconds::zero();  // run_batch spins
-      worker_options.idle_hook = &states_[i];
-      workers_.push_back(std::make_unique<handler_thread>(std::move(worker_options)));
+      workers_.push_back(start_pool_worker(states_[i], std::move(worker_options)));
     }
     handler_thread_options timer_options;
     timer_options.name = opts.name + "-timer";

@@ -31,10 +31,13 @@ namespace cyan::dispatch {
 
 class handler_thread;
 
+struct handler_thread_options;
+
 namespace detail {
 class idle_hook;
 class handler_thread_runtime;
 void wake_if_sleeping(handler_thread& worker) noexcept;
+std::unique_ptr<handler_thread> start_pool_worker(idle_hook& hook, handler_thread_options options);
 }  // namespace detail
 
 /// How a handler_thread is set up.
@@ -61,9 +64,6 @@ struct handler_thread_options {
   /// with it and sleeps without a bound every time (stats().naps counts the naps). Zero: no
   /// naps, every sleep is unbounded (and pays the fence), so a post never waits for a nap.
   std::chrono::nanoseconds nap = std::chrono::microseconds(200);
-  /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
-  /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
-  detail::idle_hook* idle_hook = nullptr;
 };
 
 /// Counters of a handler_thread, read together by stats(). queued is posted - executed -
@@ -239,6 +239,11 @@ class handler_thread : noncopyable {
   friend class detail::handler_thread_runtime;
   friend struct detail::executor_access;
   friend void detail::wake_if_sleeping(handler_thread& worker) noexcept;
+  friend std::unique_ptr<handler_thread> detail::start_pool_worker(detail::idle_hook&,
+                                                                   handler_thread_options);
+
+  // A pool worker (see detail::start_pool_worker()).
+  handler_thread(detail::idle_hook& hook, options opts);
 
   template <typename Rep, typename Period>
   static clock::time_point deadline_after(std::chrono::duration<Rep, Period> delay) {
