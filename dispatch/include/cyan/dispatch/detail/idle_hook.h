@@ -43,7 +43,7 @@ class idle_hook {
 };
 
 /// Starts a pool worker: a handler_thread (without a handler) whose round asks `hook` for work
-/// when its inbox is empty (handler_thread_runtime.cpp). `hook` must
+/// when its inbox is empty (see "The sources" in handler_thread_runtime.cpp). `hook` must
 /// outlive the thread. Throws like handler_thread's constructor. [any thread]
 std::unique_ptr<handler_thread> start_pool_worker(idle_hook& hook, handler_thread_options options);
 
