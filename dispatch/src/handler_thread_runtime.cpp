@@ -242,6 +242,16 @@ void handler_thread_runtime::sleep() {
 
 // ---- delayed work -------------------------------------------------------------------------
 
+// Delayed work (post(f, delay), send_delayed(), and so the pool's delayed tasks, which wait on
+// its timer thread) is held in due order in delayed_, behind one loop timer armed for the
+// earliest. Not on the timer wheel that sleep_for() and socket timeouts use (event/timer_wheel.h,
+// 1 ms ticks): the wheel buys O(1) post and cancel for very many timeouts that are mostly
+// cancelled, but runs an entry on the first tick boundary after its due time, and its teardown
+// destroys entries in no particular order. A delayed post is never cancelled one by one, runs
+// at its due time as the loop's timer sees it (not up to a tick later), and a drain stop needs
+// what is due in due order and the rest cancelled (finish()); moving it to the wheel would
+// change when delayed work runs.
+
 void handler_thread_runtime::schedule(clock::time_point due, inbox_task task) {
   if (finishing_) {  // stop(): run what is due, cancel the rest (see stop_mode::drain)
     if (due <= clock::now() && !inbox_.discarding()) {

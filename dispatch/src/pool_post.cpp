@@ -15,8 +15,9 @@ void pool_core::post(task&& t) {
   wake_unless_spinning();
 }
 
-// Delayed tasks wait on the timer thread (its loop's timers); when one is due, the timer
-// thread pushes it onto the shared queue like a post, so any free worker runs it.
+// Delayed tasks wait on the timer thread (a handler_thread's delayed work, see "Delayed work" in
+// handler_thread_runtime.cpp for why not the timer wheel); when one is due, the timer thread
+// pushes it onto the shared queue like a hand-over, so any free worker runs it.
 void pool_core::post_after(task&& t, thread_pool::clock::duration delay) {
   work_.work_started();  // see "Stop" in detail/outstanding_work.h
   if (queue_.sealed()) {

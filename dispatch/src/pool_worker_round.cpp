@@ -22,7 +22,7 @@
 //   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
 //                  handler_thread, which sleeps unless has_work() says otherwise.
 //
-// Spinning. Polling saves the wake-up (a syscall for the producer and a few microseconds for
+// Spinning. Polling saves the wake-up (a syscall for the producer and a wake-up's latency for
 // the task) when work follows soon, but a poller takes a CPU that a producer may need: with
 // more runnable threads than cores, every extra poller slows the thread it waits for. So at
 // most max_spinners_ (half the workers, at least one) poll at once, as in Go's scheduler; the
