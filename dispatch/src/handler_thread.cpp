@@ -39,6 +39,17 @@ handler_thread::handler_thread(handler& h, options opts)
   runtime_->start();
 }
 
+handler_thread::handler_thread(detail::idle_hook& hook, options opts)
+    : runtime_(std::make_unique<detail::handler_thread_runtime>(*this, default_handler(),
+                                                                std::move(opts), &hook)) {
+  runtime_->start();
+}
+
+std::unique_ptr<handler_thread> detail::start_pool_worker(idle_hook& hook,
+                                                          handler_thread_options options) {
+  return std::unique_ptr<handler_thread>(new handler_thread(hook, std::move(options)));
+}
+
 handler_thread::~handler_thread() {
   if (is_current()) {
     std::fputs(
@@ -58,37 +69,16 @@ void handler_thread::send_at(std::any message, clock::time_point due) {
   inbox_.post_delayed(message_task{ &runtime_->user_handler(), std::move(message) }, due);
 }
 
+// Phase 1 of the stop (see "Stop" in detail/outstanding_work.h and in
+// handler_thread_runtime.cpp): the account first, so that from now on a count's drop to zero
+// wakes the thread (a drop before it is seen by the thread's first look) and token tasks go
+// through the inbox, where a discard cancels them too; then the inbox refuses posts.
 void handler_thread::stop(stop_mode mode) noexcept {
-  // First: from now on the tracker's drop to zero wakes the thread (a drop before the stop is
-  // seen by the thread's first look at it), and token tasks for this thread go through the
-  // inbox instead of running inline after the previous one, so a discard cancels them too.
-  token_tracker_.stopping();
+  work_.stopping();
   inbox_.stop(mode == stop_mode::discard);
   if (mode == stop_mode::discard) {
-    spawned_.abandon_all();  // their next resumption drops them (see detail/coro_env.h)
+    work_.spawned().abandon_all();  // their next resumption drops them (see detail/coro_env.h)
   }
-}
-
-void handler_thread::begin_token_post() {
-  token_posts_.value.fetch_add(1, std::memory_order_seq_cst);  // see "Stop" (runtime)
-  try {
-    inbox_.throw_if_stopped();
-  } catch (...) {
-    end_token_post();
-    throw;
-  }
-}
-
-void handler_thread::end_token_post() noexcept {
-  if (token_posts_.value.fetch_sub(1, std::memory_order_seq_cst) == 1) {
-    inbox_.notify_if_stopped();  // the last one out may end the thread's wait
-  }
-}
-
-bool handler_thread::expecting_hand_overs() const noexcept {
-  // In this order (see "Stop" in handler_thread_runtime.cpp).
-  return token_posts_.value.load(std::memory_order_seq_cst) != 0 || !token_tracker_.released() ||
-         !spawned_.empty();
 }
 
 // A resumption (see detail/coro_env.h): accepted while the thread drains. Refused once it
@@ -109,7 +99,7 @@ executor_ref executor_access::ref(handler_thread& thread) noexcept {
 }
 
 spawn_registry& executor_access::registry(handler_thread& thread) noexcept {
-  return thread.spawned_;
+  return thread.work_.spawned();
 }
 
 void executor_access::post(handler_thread& thread, unique_function<void()>&& job) {
@@ -138,7 +128,8 @@ void executor_access::report(handler_thread& thread, std::exception_ptr error) n
 
 }  // namespace detail
 
-void handler_thread::on_token_tasks_released(void* self) noexcept {
+// The thread may be asleep waiting for expecting_hand_overs() to end (see "Stop" in inbox.h).
+void handler_thread::on_work_drop(void* self) noexcept {
   static_cast<handler_thread*>(self)->inbox_.notify();
 }
 

@@ -2,7 +2,12 @@
 
 // The machinery behind thread_pool: the shared task queue, the workers (handler_threads whose
 // idle_hook takes tasks from that queue), the timer thread that holds delayed tasks until they
-// are due, the sleep/wake handshake and the stop protocol.
+// are due, the sleep/wake handshake and the stop protocol. By phase:
+//   pool_core.cpp          set-up (the workers, the timer thread), tear-down, the error path;
+//   pool_post.cpp          posting: plain, delayed, token posts, hand-overs;
+//   pool_worker_round.cpp  the worker round: claim, steal, spin, go idle; waking a worker;
+//   pool_stop.cpp          stop (the pool's steps of detail/outstanding_work.h's protocol), join;
+//   thread_pool.cpp        the public facade.
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +24,7 @@
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/destroy_task.h"
 #include "cyan/dispatch/detail/idle_hook.h"
+#include "cyan/dispatch/detail/outstanding_work.h"
 #include "cyan/dispatch/detail/serial_state.h"
 #include "cyan/dispatch/detail/task_queue.h"
 #include "cyan/dispatch/handler_thread.h"
@@ -33,7 +39,7 @@ class pool_core : noncopyable {
 
   static const executor_vtable vtable;
   [[nodiscard]] executor_ref ref() noexcept { return executor_ref{ this, &vtable }; }
-  [[nodiscard]] spawn_registry& spawned() noexcept { return spawned_; }
+  [[nodiscard]] spawn_registry& spawned() noexcept { return work_.spawned(); }
 
   pool_core(std::size_t threads, thread_pool_options opts);
   ~pool_core();
@@ -49,7 +55,7 @@ class pool_core : noncopyable {
   void report_error(std::exception_ptr error) noexcept { report(std::move(error)); }
 
  private:
-  // Most tasks one claim takes from the shared queue (see "Batches" in thread_pool.cpp).
+  // Most tasks one claim takes from the shared queue (see "Batches" in pool_worker_round.cpp).
   static constexpr std::size_t kMaxClaim = 16;
 
   // One per worker: its hook into the shared queue and its idle flag.
@@ -59,7 +65,7 @@ class pool_core : noncopyable {
     executor_ref home() noexcept override;
 
     // The tasks of a batch claim beyond the one the worker runs first (see "Batches" in
-    // thread_pool.cpp): [begin, end) of local. The worker takes from the front, idle workers
+    // pool_worker_round.cpp): [begin, end) of local. The worker takes from the front, idle workers
     // steal from the back; both under local_mutex.
     std::mutex local_mutex;
     task local[kMaxClaim];
@@ -77,8 +83,8 @@ class pool_core : noncopyable {
     task_queue::tail_hint tail;
   };
 
-  // A delayed task on the timer thread; once due it goes to the shared queue. Counted in
-  // delayed_pending_ from post_after() until it is queued or destroyed unrun.
+  // A delayed task on the timer thread; once due it goes to the shared queue. Counted in work_
+  // from post_after() until it is queued or destroyed unrun.
   class delayed_task {
    public:
     delayed_task(pool_core& core, task&& t) noexcept : core_(&core), task_(std::move(t)) {}
@@ -108,32 +114,27 @@ class pool_core : noncopyable {
   void wake_unless_spinning() noexcept;
   void post_handed_over(task&& work);
   static void resume_later(void* self, task&& job) noexcept;
-  static void on_spawned_empty(void* self) noexcept;
-  void leave_serial_post() noexcept;
-  void leave_delayed() noexcept;
   void try_finish() noexcept;
-  static void on_tracker_released(void* self) noexcept;
-  // tracker_'s error sink: report() may run on any thread.
+  // work_'s on_drop: a count the drain waits for dropped to zero after the stop.
+  static void on_work_drop(void* self) noexcept;
+  // The token tracker's error sink: report() may run on any thread.
   static bool on_token_error(void* self, std::exception_ptr error) noexcept {
     static_cast<pool_core*>(self)->report(std::move(error));
     return true;
   }
   void report(std::exception_ptr error) noexcept;
 
-  // Sealed by stop(), closed when the workers are told to stop (see "Stop" in thread_pool.cpp).
+  // Sealed by stop(), closed when the workers are told to stop (see "Stop" in pool_stop.cpp).
   task_queue queue_;
-  // Token posts between their check of the seal and the end of their submit (see "Stop").
-  cache_padded<std::atomic<std::uint32_t>> serial_posting_;
-  // Workers marked idle (see "Sleep" in thread_pool.cpp).
+  // Workers marked idle (see "Sleep" in pool_worker_round.cpp).
   cache_padded<std::atomic<std::uint32_t>> sleepers_;
-  // Workers polling the empty queue (see "Spinning" in thread_pool.cpp), at most max_spinners_.
+  // Workers polling the empty queue (see "Spinning" in pool_worker_round.cpp), at most
+  // max_spinners_.
   cache_padded<std::atomic<std::uint32_t>> spinners_;
   std::uint32_t max_spinners_ = 1;
   // The number of workers, set before any starts: workers read this, not workers_.size(),
   // because the first ones run while the constructor is still filling workers_.
   const std::size_t worker_count_;
-  // Delayed tasks accepted and neither queued nor destroyed yet (see "Stop").
-  cache_padded<std::atomic<std::uint64_t>> delayed_pending_;
   std::atomic<bool> discarding_{ false };
   std::atomic<bool> finished_{ false };  // the workers were told to stop
 
@@ -146,12 +147,10 @@ class pool_core : noncopyable {
   // Holds delayed tasks until they are due. Its own thread, because a worker's timers wait
   // while the worker runs a long task.
   std::unique_ptr<handler_thread> timer_thread_;
-  // Last: destroyed first, it waits until no token still holds a task for this pool (and its
-  // on_released call, which runs try_finish(), has returned).
-  serial_tracker tracker_{ &on_tracker_released, this, &on_token_error };
-  // The tasks co_spawn started on the pool that have not finished (see "Stop"). Destroyed
-  // first: it waits for a leave() still calling try_finish().
-  spawn_registry spawned_{ &on_spawned_empty, this };
+  // Last: destroyed first, it waits until no token still holds a task for this pool and no
+  // on_drop call (which runs try_finish()) runs. Delayed tasks, token posts, token tasks and
+  // co_spawn tasks are counted here (see "Stop" in detail/outstanding_work.h).
+  outstanding_work work_{ &on_work_drop, this, &on_token_error };
 };
 
 }  // namespace cyan::dispatch::detail

@@ -29,7 +29,7 @@ void serial_tracker::remove() noexcept {
     if ((next >> kCountShift) == 0 && (state & kWatched) != 0) {
       next += kCallOne;
     }
-    // seq_cst: ordered after the hand-over's push (see the executors' stop protocols).
+    // seq_cst: ordered after the hand-over's push (see "Stop" in outstanding_work.h).
   } while (!state_.compare_exchange_weak(state, next, std::memory_order_seq_cst,
                                          std::memory_order_relaxed));
   if ((next & kCallMask) == (state & kCallMask)) {

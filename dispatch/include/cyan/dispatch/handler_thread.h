@@ -1,7 +1,6 @@
 #pragma once
 
 #include <any>
-#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -13,12 +12,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "cyan/common/cache_line.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/inbox.h"
+#include "cyan/dispatch/detail/outstanding_work.h"
 #include "cyan/dispatch/detail/schedule_awaiter.h"
-#include "cyan/dispatch/detail/spawn_registry.h"
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/future.h"
 #include "cyan/dispatch/handler.h"
@@ -33,10 +31,13 @@ namespace cyan::dispatch {
 
 class handler_thread;
 
+struct handler_thread_options;
+
 namespace detail {
 class idle_hook;
 class handler_thread_runtime;
 void wake_if_sleeping(handler_thread& worker) noexcept;
+std::unique_ptr<handler_thread> start_pool_worker(idle_hook& hook, handler_thread_options options);
 }  // namespace detail
 
 /// How a handler_thread is set up.
@@ -63,9 +64,6 @@ struct handler_thread_options {
   /// with it and sleeps without a bound every time (stats().naps counts the naps). Zero: no
   /// naps, every sleep is unbounded (and pays the fence), so a post never waits for a nap.
   std::chrono::nanoseconds nap = std::chrono::microseconds(200);
-  /// For cyan's thread_pool only (see detail/idle_hook.h): where the thread takes work from
-  /// when its own inbox is empty. Must outlive the thread. Null for a plain handler thread.
-  detail::idle_hook* idle_hook = nullptr;
 };
 
 /// Counters of a handler_thread, read together by stats(). queued is posted - executed -
@@ -149,14 +147,15 @@ class handler_thread : noncopyable {
   /// runs it, or cancels it with discard), however late the token hands it over.
   template <detail::postable F>
   void post(const serial_token& token, F&& f) {
-    // The token may hand f over later, after a stop(): the window keeps the thread from
-    // finishing before submit() has counted f in token_tracker_ (see "Stop" in
-    // handler_thread_runtime.cpp), and refuses f, loudly, after stop().
-    const token_post_window window(*this);
+    // The token may hand f over later, after a stop(): counting the post keeps the thread from
+    // finishing before submit() has counted f in the tracker (see "Stop" in
+    // detail/outstanding_work.h); after stop() the check refuses f, loudly.
+    const detail::outstanding_work::scope counted(work_);
+    inbox_.throw_if_stopped();
     detail::serial_access::submit(
         token, std::forward<F>(f),
         [this](unique_function<void()> job) { inbox_.post_handed_over(std::move(job)); },
-        &token_tracker_);
+        &work_.tokens());
   }
 
   /// Runs `f()` on this thread and returns the future of its result; the future reports what
@@ -240,6 +239,11 @@ class handler_thread : noncopyable {
   friend class detail::handler_thread_runtime;
   friend struct detail::executor_access;
   friend void detail::wake_if_sleeping(handler_thread& worker) noexcept;
+  friend std::unique_ptr<handler_thread> detail::start_pool_worker(detail::idle_hook&,
+                                                                   handler_thread_options);
+
+  // A pool worker (see detail::start_pool_worker()).
+  handler_thread(detail::idle_hook& hook, options opts);
 
   template <typename Rep, typename Period>
   static clock::time_point deadline_after(std::chrono::duration<Rep, Period> delay) {
@@ -256,44 +260,21 @@ class handler_thread : noncopyable {
     return now + std::chrono::ceil<clock::duration>(delay);
   }
 
-  // Counts a post(token, f) in token_posts_ for its whole scope; throws executor_stopped (and
-  // counts nothing) after stop().
-  class token_post_window {
-   public:
-    explicit token_post_window(handler_thread& target) : target_(target) {
-      target_.begin_token_post();
-    }
-    ~token_post_window() { target_.end_token_post(); }
-    token_post_window(const token_post_window&) = delete;
-    token_post_window& operator=(const token_post_window&) = delete;
-
-   private:
-    handler_thread& target_;
-  };
-
   void send_at(std::any message, clock::time_point due);
-  // token_tracker_'s error sink (see serial_tracker::report()).
+  // The token tracker's error sink (see serial_tracker::report()).
   static bool report_token_error(void* self, std::exception_ptr error) noexcept;
-  void begin_token_post();
-  void end_token_post() noexcept;
-  // After stop(): whether a token may still hand work over to inbox_. [the thread]
-  [[nodiscard]] bool expecting_hand_overs() const noexcept;
-  static void on_token_tasks_released(void* self) noexcept;
+  // After stop(): whether work accepted earlier may still be handed over to inbox_. [the thread]
+  [[nodiscard]] bool expecting_hand_overs() const noexcept { return !work_.drained(); }
+  // work_'s on_drop: a count it waits for dropped to zero after the stop.
+  static void on_work_drop(void* self) noexcept;
   static void resume_later(void* self, unique_function<void()>&& job) noexcept;
   static const detail::executor_vtable vtable;
 
   detail::inbox inbox_;
   std::unique_ptr<detail::handler_thread_runtime> runtime_;
-  // post(token, f) calls between their stop check and the end of their submit. Written by the
-  // posting threads; read by the thread once stopped.
-  cache_padded<std::atomic<std::uint32_t>> token_posts_;
-
-  // Last: destroyed first, it waits until no serial_token still holds a task for inbox_ (and
-  // its on_released call, which wakes the thread, has returned).
-  detail::serial_tracker token_tracker_{ &on_token_tasks_released, this, &report_token_error };
-  // The tasks co_spawn started here that have not finished: a stop waits for them. Destroyed
-  // first: it waits for a leave() still waking the thread.
-  detail::spawn_registry spawned_{ &on_token_tasks_released, this };
+  // Last: destroyed first, it waits until no serial_token still holds a task for inbox_ and no
+  // on_drop call (which wakes the thread) runs.
+  detail::outstanding_work work_{ &on_work_drop, this, &report_token_error };
 };
 
 }  // namespace cyan::dispatch

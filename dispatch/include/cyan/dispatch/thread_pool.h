@@ -38,7 +38,8 @@ struct thread_pool_options {
 
 /// A fixed set of worker threads (handler_threads) sharing one lock-free task queue: a task
 /// runs on whichever worker is free, so uneven work stays balanced (like OpenMP's dynamic
-/// schedule) without per-worker queues to steal from.
+/// schedule). A worker that meets a backlog claims a few tasks at once, and an idle worker
+/// steals from such a claim, so a claimed task never waits behind a busy worker.
 ///
 /// Thread safety: every member is [any thread], except join() and the destructor, which must
 /// not run on one of the pool's own workers.

@@ -7,7 +7,8 @@ namespace cyan::dispatch::detail {
 /// An asymmetric store-load fence: the frequent side (a producer posting) pays only a compiler
 /// barrier, the rare side (a consumer about to sleep, or finishing) pays a heavy barrier that
 /// makes every running thread of the process execute a full memory barrier (Linux
-/// membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), a few microseconds).
+/// membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): a system call, and an interrupt of each other
+/// running thread; its cost is in docs/bench/notes.md).
 ///
 /// Guarantee, for `light` and `heavy` used as
 ///   producer: X.store(1, relaxed); light(); r1 = Y.load(acquire);

@@ -1,19 +1,21 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "cyan/dispatch/detail/coro_env.h"
 
 namespace cyan::dispatch {
 class handler_thread;
-}
+struct handler_thread_options;
+}  // namespace cyan::dispatch
 
 namespace cyan::dispatch::detail {
 
 /// For cyan's thread_pool: lets a pool worker (a handler_thread) take work from somewhere else
 /// — a shared queue, a sibling to steal from — whenever its own inbox is empty, and sleep only
-/// when there is none anywhere. Passed in handler_thread_options::idle_hook; both functions run
-/// on the worker's thread, outside any of its tasks, and must not throw.
+/// when there is none anywhere. Given to start_pool_worker() (below); both functions run on the
+/// worker's thread, outside any of its tasks, and must not throw.
 ///
 /// No lost wake-up: a producer that makes work visible to has_work() must then call
 /// wake_if_sleeping(worker) (below). The worker announces its sleep with a seq_cst RMW and then
@@ -39,6 +41,11 @@ class idle_hook {
  protected:
   ~idle_hook() = default;
 };
+
+/// Starts a pool worker: a handler_thread (without a handler) whose round asks `hook` for work
+/// when its inbox is empty (see "The sources" in handler_thread_runtime.cpp). `hook` must
+/// outlive the thread. Throws like handler_thread's constructor. [any thread]
+std::unique_ptr<handler_thread> start_pool_worker(idle_hook& hook, handler_thread_options options);
 
 /// Wakes `worker` if it sleeps or is about to, so that it looks at its idle_hook again. Cheap
 /// when it is awake (no syscall). [any thread, while `worker` is alive]

@@ -73,7 +73,7 @@ class serial_tracker : noncopyable {
   static constexpr std::uint64_t kCountOne = std::uint64_t{ 1 } << kCountShift;
 
   void add() noexcept {
-    // seq_cst: ordered before the token's push (see the executors' stop protocols).
+    // seq_cst: ordered before the token's push (see "Stop" in outstanding_work.h).
     state_.fetch_add(kCountOne, std::memory_order_seq_cst);
   }
   void remove() noexcept;

@@ -29,17 +29,18 @@ class spawn_registry : noncopyable {
   /// Waits for a leave() that is still running (see leave()).
   ~spawn_registry();
 
-  /// Counts a task; before the task is posted (see the executors' "Stop"). [any thread]
+  /// Counts a task; before the task is posted (see "Stop" in outstanding_work.h). [any thread]
   void enter() noexcept {
     // seq_cst: the count is read by the stop protocol after the stop flag (see "Stop" in
-    // handler_thread_runtime.cpp and thread_pool.cpp); the task is posted after this.
+    // outstanding_work.h); the task is posted after this.
     live_.value.fetch_add(1, std::memory_order_seq_cst);
   }
   /// Counts a task out once it has finished or was destroyed. [any thread]
   void leave() noexcept;
   /// Abandons every live task and requests their stop (stop(discard)). [any thread]
   void abandon_all() noexcept;
-  /// Whether no spawned task lives. A seq_cst load (see the executors' "Stop"). [any thread]
+  /// Whether no spawned task lives. A seq_cst load (see "Stop" in outstanding_work.h).
+  /// [any thread]
   [[nodiscard]] bool empty() const noexcept {
     return live_.value.load(std::memory_order_seq_cst) == 0;
   }
