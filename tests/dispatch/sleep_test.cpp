@@ -1,4 +1,5 @@
-// sleep_for / sleep_until: on the thread's loop, never early, many at once.
+// sleep_for / sleep_until: on the thread's loop, never early, many at once; a stop request ends
+// a sleep.
 
 #include <gtest/gtest.h>
 
@@ -7,11 +8,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <stop_token>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "cyan/dispatch.h"
 #include "event/loop_support.h"
+#include "support/stop_support.h"
 #include "support/stress_env.h"
 #include "support/sync_wait.h"
 
@@ -25,7 +29,10 @@ using cyan::dispatch::sleep_for;
 using cyan::dispatch::sleep_until;
 using cyan::dispatch::task;
 using cyan::dispatch::thread_pool;
+using cyan::test::is_canceled;
+using cyan::test::wait_started;
 using clock_type = std::chrono::steady_clock;
+using outcome = cyan::test::stop_outcome;
 
 TEST(sleep, sleep_for_is_never_early_and_resumes_on_its_thread) {
   handler_thread h;
@@ -133,6 +140,31 @@ TEST(sleep, many_concurrent_sleepers_on_one_handler_thread) {
   EXPECT_EQ(woke.load(), sleepers);
   EXPECT_EQ(early.load(), 0U);
   EXPECT_EQ(elsewhere.load(), 0U);
+}
+
+TEST(cancel, a_stop_request_ends_a_sleep_promptly_on_the_tasks_thread) {
+  handler_thread h;
+  std::stop_source stop;
+  auto f = co_spawn(
+      h,
+      [&h]() -> task<outcome> {
+        outcome o;
+        try {
+          co_await sleep_for(10s);
+        } catch (const std::system_error& e) {
+          o.canceled = is_canceled(e);
+        }
+        o.on_home = h.is_current();
+        co_return o;
+      },
+      stop.get_token());
+  wait_started(h, 1);
+  const auto start = std::chrono::steady_clock::now();
+  stop.request_stop();
+  const outcome o = f.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(o.canceled);
+  EXPECT_TRUE(o.on_home);
 }
 
 }  // namespace
