@@ -159,9 +159,15 @@ void timed_wait::end_wait() noexcept {
   resume_on(home_->executor, coroutine_, owner_);
 }
 
-void timed_wait::end_wait_later() noexcept {
+// Marks the wait ended by a loop-thread end; false when a stop request came first (its cancel
+// job ends the wait).
+bool timed_wait::claim_end() noexcept {
   const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
-  if ((previous & kStop) != 0) {
+  return (previous & kStop) == 0;
+}
+
+void timed_wait::end_wait_later() noexcept {
+  if (!claim_end()) {
     return;
   }
   stop_waiting();
@@ -170,8 +176,7 @@ void timed_wait::end_wait_later() noexcept {
 
 void timed_wait::expired() noexcept {
   wheel_ = nullptr;  // the entry is running: nothing to cancel
-  const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
-  if ((previous & kStop) != 0) {
+  if (!claim_end()) {
     return;
   }
   error_ = expiry_;

@@ -1,7 +1,8 @@
 #pragma once
 
-// Waits that only one handler thread's loop can end (a socket's readiness wait), and what
-// happens to them when that thread finishes first.
+// Waits that only one handler thread's loop can end, and what happens to them when that thread
+// finishes first: the timed_wait (timed_wait.h) that has no deadline links itself here (one
+// with a deadline is bound to the thread by its entry in the thread's timer wheel instead).
 //
 // A task may wait on a thread that is not its spawn executor (it hopped there with schedule()),
 // so that thread's stop(drain) does not wait for it. When the thread finishes with such a wait

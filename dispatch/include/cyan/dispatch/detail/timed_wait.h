@@ -139,6 +139,7 @@ class timed_wait : private thread_bound_wait {
   struct cancel_job;    // a stop request's work on the loop thread
 
   void thread_finished() noexcept override { lost(); }
+  [[nodiscard]] bool claim_end() noexcept;
   void expired() noexcept;
   void lost() noexcept;
   void stop_requested() noexcept;
