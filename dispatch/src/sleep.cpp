@@ -11,13 +11,8 @@ void throw_operation_canceled(const char* what) {
 }
 
 bool sleep_awaiter::suspend(std::coroutine_handle<> coroutine, branch* owner) {
-  switch (admit(coroutine, owner)) {
-    case admission::dropped:
-      return true;
-    case admission::stopped:
-      return false;
-    case admission::wait:
-      break;
+  if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
+    return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
   // The wheel counts the delay from a clock reading of its own, no earlier than this base (the
   // reading due_ was computed from, when known), so the sleep never ends before due_.

@@ -213,13 +213,8 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   }
   core_->attach_here("an operation");
   core_->check_direction_free(direction_);  // before the system call: no byte moves
-  switch (admit(coroutine, owner)) {
-    case admission::dropped:
-      return true;
-    case admission::stopped:
-      return false;
-    case admission::wait:
-      break;
+  if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
+    return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
   if (!adaptive_read()) {
     if (attempt()) {

@@ -62,10 +62,10 @@ enum class thread_kind { none, handler_thread, pool_worker };
 }
 
 /// A timed, cancellable wait (see the top of this file). A derived awaiter calls admit() and
-/// start_wait() from its await_suspend(), finish_wait() from its await_resume(), and withdraw()
-/// first in its destructor. Neither copyable nor movable: a pending wait is known by address
-/// (to the wheel, the stop callback, the thread). Every member is the loop thread's unless
-/// marked otherwise.
+/// start_wait() from its await_suspend() and finish_wait() from its await_resume(); one with a
+/// withdraw_fn calls withdraw() first in its destructor. Neither copyable nor movable: a pending
+/// wait is known by address (to the wheel, the stop callback, the thread). Every member is the loop
+/// thread's unless marked otherwise.
 class timed_wait : private thread_bound_wait {
  public:
   using timeout_type = std::chrono::nanoseconds;
