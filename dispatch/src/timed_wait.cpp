@@ -179,7 +179,7 @@ void timed_wait::expired() noexcept {
   if (!claim_end()) {
     return;
   }
-  error_ = expiry_;
+  error_ = expiry_ == std::errc{} ? std::error_code() : std::make_error_code(expiry_);
   stop_waiting();
   resume_on(home_->executor, coroutine_, owner_);
 }

@@ -22,12 +22,11 @@ class [[nodiscard]] sleep_awaiter : private timed_wait {
  public:
   using clock = std::chrono::steady_clock;
 
-  explicit sleep_awaiter(clock::time_point due) noexcept
-      : timed_wait(std::error_code()), due_(due) {}
+  explicit sleep_awaiter(clock::time_point due) noexcept : timed_wait(std::errc{}), due_(due) {}
   /// For sleep_for(): `now` is the clock reading `due` was computed from (due > now), which
   /// spares two more readings.
   sleep_awaiter(clock::time_point due, clock::time_point now) noexcept
-      : timed_wait(std::error_code()), due_(due), now_(now) {}
+      : timed_wait(std::errc{}), due_(due), now_(now) {}
 
   [[nodiscard]] bool await_ready() const noexcept {
     return now_ == clock::time_point::min() && due_ <= clock::now();

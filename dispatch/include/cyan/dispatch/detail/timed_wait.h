@@ -77,10 +77,10 @@ class timed_wait : private thread_bound_wait {
   /// socket's reader or writer slot); null when nothing.
   using withdraw_fn = void (*)(timed_wait& wait) noexcept;
 
-  /// `expiry`: how the wait ends when its deadline passes (nothing for a sleep, timed_out for
-  /// a socket operation).
-  explicit timed_wait(std::error_code expiry, withdraw_fn withdraw = nullptr) noexcept
-      : expiry_(expiry), withdraw_(withdraw) {}
+  /// `expiry`: how the wait ends when its deadline passes: std::errc{} (no error) for a sleep,
+  /// std::errc::timed_out for a socket operation.
+  explicit timed_wait(std::errc expiry, withdraw_fn withdraw = nullptr) noexcept
+      : thread_bound_wait(&thread_finished), withdraw_(withdraw), expiry_(expiry) {}
   ~timed_wait();
 
   enum class admission {
@@ -138,7 +138,9 @@ class timed_wait : private thread_bound_wait {
   struct expiry_entry;  // the timer wheel's closure
   struct cancel_job;    // a stop request's work on the loop thread
 
-  void thread_finished() noexcept override { lost(); }
+  static void thread_finished(thread_bound_wait& wait) noexcept {
+    static_cast<timed_wait&>(wait).lost();
+  }
   [[nodiscard]] bool claim_end() noexcept;
   void expired() noexcept;
   void lost() noexcept;
@@ -146,7 +148,6 @@ class timed_wait : private thread_bound_wait {
   void cancel_on_loop_thread() noexcept;
   void stop_waiting() noexcept;
 
-  std::error_code expiry_;
   withdraw_fn withdraw_;
   std::coroutine_handle<> coroutine_;
   branch* owner_ = nullptr;
@@ -157,6 +158,7 @@ class timed_wait : private thread_bound_wait {
   event::timer_wheel::id entry_{};
   // Written by the loop thread and by the stop callback (any thread), see the bits above.
   std::atomic<unsigned> state_{ 0 };
+  std::errc expiry_;
   std::optional<std::stop_callback<on_stop>> stop_watch_;
 };
 

@@ -189,7 +189,7 @@ class io_wait : protected dispatch::detail::timed_wait {
 
  protected:
   io_wait(socket_core* core, event::io_events direction, timeout_type timeout) noexcept
-      : timed_wait(std::make_error_code(std::errc::timed_out), &withdraw_from_socket),
+      : timed_wait(std::errc::timed_out, &withdraw_from_socket),
         core_(core),
         timeout_(timeout),
         direction_(direction) {}
