@@ -38,6 +38,7 @@
 #include <boost/lockfree/spsc_queue.hpp>
 
 #include <cyan/common/cache_line.h>
+#include <cyan/common/detail/backoff.h>
 #include <cyan/common/thread.h>
 #include <cyan/lockfree/queue.h>
 #include <cyan/lockfree/segmented_queue.h>
@@ -53,30 +54,10 @@ using item = std::uint64_t;
 constexpr std::size_t kRingCapacity = 1024;
 constexpr std::size_t kBatch = 64;  // items per batch call: 1/16 of the ring, so both sides overlap
 
-/// How every arm's threads wait after a call that made no progress (crossbeam's Backoff::snooze):
-/// spin 1, 2, 4, ... 64 pauses, then yield on each further wait, since the queue workloads run
-/// more threads than there are cores. Spinning longer each time lets the other side get ahead
-/// instead of fighting it for the same cache lines after every item.
-class backoff {
- public:
-  void wait() {
-    if (step_ <= kLastSpinStep) {
-      for (unsigned i = 0; i < 1u << step_; ++i) {
-        cyan::cpu_relax();
-      }
-      ++step_;
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  void reset() { step_ = 0; }
-  /// Waits after a call that made no progress; starts over after one that did.
-  void after(std::size_t progress) { progress == 0 ? wait() : reset(); }
-
- private:
-  static constexpr unsigned kLastSpinStep = 6;
-  unsigned step_ = 0;
-};
+/// How every arm's threads wait after a call that made no progress: spin 1, 2, 4, ... 64
+/// pauses, then yield on each further wait, since the queue workloads run more threads than
+/// there are cores (cyan's one back-off, common/detail/backoff.h).
+using backoff = cyan::detail::backoff;
 
 /// Default per-thread set-up for an arm: nothing.
 struct no_thread_setup {};

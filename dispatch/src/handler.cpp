@@ -1,7 +1,8 @@
 #include "cyan/dispatch/handler.h"
 
-#include <cstdio>
 #include <stdexcept>
+
+#include "cyan/common/detail/print_exception.h"
 
 namespace cyan::dispatch {
 
@@ -12,7 +13,7 @@ void handler::on_message(std::any&& /*message*/) {
 }
 
 void handler::on_error(std::exception& error) noexcept {
-  std::fprintf(stderr, "cyan::dispatch::handler_thread: unhandled exception: %s\n", error.what());
+  cyan::detail::print_exception("cyan::dispatch::handler_thread", "unhandled exception", error);
 }
 
 }  // namespace cyan::dispatch

@@ -6,7 +6,7 @@ namespace cyan::dispatch::detail {
 // only its neighbours.
 class thread_wait_list final : public thread_bound_wait {
  public:
-  thread_wait_list() noexcept {
+  thread_wait_list() noexcept : thread_bound_wait(nullptr) {
     previous_ = this;
     next_ = this;
   }
@@ -14,8 +14,6 @@ class thread_wait_list final : public thread_bound_wait {
     previous_ = nullptr;  // so the base destructor does not unlink the sentinel
     next_ = nullptr;
   }
-  void thread_finished() noexcept override {}
-
   void link(thread_bound_wait& wait) noexcept {
     wait.previous_ = previous_;
     wait.next_ = this;
@@ -38,7 +36,7 @@ class thread_wait_list final : public thread_bound_wait {
     while (next_ != this) {
       thread_bound_wait& first = *next_;
       unlink(first);
-      first.thread_finished();
+      first.thread_finished_(first);
     }
   }
 };

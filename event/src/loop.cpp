@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "cyan/common/detail/print_exception.h"
 #include "libev.h"
 
 namespace cyan::event {
@@ -100,17 +101,6 @@ struct ev_loop* create_raw_loop(backend requested) {
                                 std::string(to_string(requested)));
   }
   return raw;
-}
-
-void print_exception(const char* context, const std::exception_ptr& error) noexcept {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cyan::event::loop: %s: %s\n", context, e.what());
-  } catch (...) {
-    std::fprintf(stderr, "cyan::event::loop: %s: an exception not derived from std::exception\n",
-                 context);
-  }
 }
 
 }  // namespace
@@ -317,10 +307,11 @@ void loop::report_error(std::exception_ptr error) noexcept {
       error_handler_(error);
       return;
     } catch (...) {
-      print_exception("the error handler threw", std::current_exception());
+      cyan::detail::print_exception("cyan::event::loop", "the error handler threw",
+                                    std::current_exception());
     }
   }
-  print_exception("a callback threw", error);
+  cyan::detail::print_exception("cyan::event::loop", "a callback threw", error);
 }
 
 // In this order: libev's reading is the later one.

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "cyan/common/detail/saturating_time.h"
 #include "libev.h"
 
 namespace cyan::event {
@@ -22,11 +23,7 @@ using clock_type = loop::clock;
 
 // `seconds` after `from`, rounded up to the clock's tick; time_point::max() when that is past it.
 clock_type::time_point plus_seconds(clock_type::time_point from, double seconds) noexcept {
-  const timer::duration wait(seconds);
-  if (wait >= timer::duration(clock_type::time_point::max() - from)) {
-    return clock_type::time_point::max();
-  }
-  return from + std::chrono::ceil<clock_type::duration>(wait);
+  return cyan::detail::saturating_add(from, timer::duration(seconds));
 }
 
 // A deadline of libev's timers as a loop::clock time: both count CLOCK_MONOTONIC, libev in

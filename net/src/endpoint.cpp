@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "quoted.h"
+#include "cyan/common/detail/escape.h"
 
 namespace cyan::net {
 namespace {
@@ -38,7 +38,8 @@ const ::sockaddr_un& as_unix(const ::sockaddr* address) noexcept {
 }
 
 [[noreturn]] void throw_malformed(std::string_view text) {
-  throw std::invalid_argument("cyan::net::endpoint: malformed endpoint " + detail::quoted(text));
+  throw std::invalid_argument("cyan::net::endpoint: malformed endpoint " +
+                              cyan::detail::quoted(text));
 }
 
 std::optional<std::uint32_t> parse_decimal(std::string_view digits) {
@@ -256,7 +257,7 @@ endpoint endpoint::unix_socket(std::string_view path) {
   const ::socklen_t size = fill_unix(path, address);
   if (size == 0) {
     throw std::invalid_argument("cyan::net::endpoint: bad Unix-domain path " +
-                                detail::quoted(path) + " (empty, longer than " +
+                                cyan::detail::quoted(path) + " (empty, longer than " +
                                 std::to_string(kPathCapacity - 1) + " bytes, or with a NUL)");
   }
   return from_sockaddr(reinterpret_cast<const ::sockaddr*>(&address), size);

@@ -13,9 +13,9 @@
 #include <system_error>
 #include <utility>
 
+#include "cyan/common/detail/escape.h"
 #include "cyan/dispatch/async.h"
 #include "cyan/net/error.h"
-#include "quoted.h"
 
 namespace cyan::net {
 namespace {
@@ -27,7 +27,8 @@ using addrinfo_list = std::unique_ptr<::addrinfo, addrinfo_deleter>;
 
 // `cyan::net::resolve("host", "service")`, for messages.
 std::string call_text(std::string_view host, std::string_view service) {
-  return "cyan::net::resolve(" + detail::quoted(host) + ", " + detail::quoted(service) + ")";
+  return "cyan::net::resolve(" + cyan::detail::quoted(host) + ", " + cyan::detail::quoted(service) +
+         ")";
 }
 
 [[noreturn]] void throw_lookup_error(int rc, int saved_errno, const std::string& host,

@@ -4,35 +4,50 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <latch>
 #include <memory>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/async.h"
+#include "cyan/dispatch/co_spawn.h"
 #include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/dispatch/serial_token.h"
 #include "cyan/dispatch/task.h"
+#include "cyan/dispatch/thread_pool.h"
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
 #include "support/detached.h"
 #include "support/gated_task.h"
 #include "support/lifecycle.h"
 #include "support/owned_coroutine.h"
+#include "support/stop_support.h"
+#include "support/stress_env.h"
 
 namespace {
 
+using cyan::dispatch::co_spawn;
 using cyan::dispatch::future;
+using cyan::dispatch::handler_thread;
+using cyan::dispatch::task;
 using cyan::dispatch::task_cancelled;
+using cyan::dispatch::thread_pool;
 using cyan::dispatch::detail::package;
 using cyan::test::cpu_time;
+using cyan::test::is_canceled;
 using cyan::test::lifecycle;
+using cyan::test::wait_started;
+using outcome = cyan::test::stop_outcome;
 using namespace std::chrono_literals;
 
 TEST(future, get_returns_the_value_and_consumes_the_future) {
@@ -493,6 +508,62 @@ TEST(future, a_throwing_closure_destructor_is_reported_by_the_future) {
       EXPECT_EQ(std::string(e.what()), "destructor");
     }
   }
+}
+
+TEST(cancel, a_stop_request_ends_a_future_await_and_the_late_completion_is_harmless) {
+  handler_thread h;
+  thread_pool pool(1);
+  std::latch gate{ 1 };
+  std::stop_source stop;
+  auto f = co_spawn(
+      h,
+      [&]() -> task<outcome> {
+        outcome o;
+        future<int> blocked = pool.post_awaitable([&gate] {
+          gate.wait();
+          return 1;
+        });
+        try {
+          (void)co_await blocked;
+        } catch (const std::system_error& e) {
+          o.canceled = is_canceled(e);
+        }
+        o.on_home = h.is_current();
+        co_return o;
+      },
+      stop.get_token());
+  wait_started(h, 1);
+  stop.request_stop();
+  const outcome o = f.get();
+  EXPECT_TRUE(o.canceled);
+  EXPECT_TRUE(o.on_home);
+  gate.count_down();  // the pool task completes a future nobody awaits any more
+}
+
+// Completions racing with stop requests: each task sees exactly one outcome.
+TEST(cancel, completion_and_stop_race_without_losing_or_doubling_a_resumption) {
+  const std::size_t rounds = cyan::test::env_or("CYAN_STRESS_CANCEL_ROUNDS", 2000);
+  handler_thread h;
+  thread_pool pool(2);
+  std::atomic<std::uint64_t> values{ 0 };
+  std::atomic<std::uint64_t> canceled{ 0 };
+  for (std::size_t i = 0; i < rounds; ++i) {
+    std::stop_source stop;
+    auto f = co_spawn(
+        h,
+        [&]() -> task<> {
+          try {
+            (void)co_await pool.post_awaitable([] { return 1; });
+            values.fetch_add(1);
+          } catch (const std::system_error& e) {
+            canceled += is_canceled(e);
+          }
+        },
+        stop.get_token());
+    pool.post([stop]() mutable { stop.request_stop(); });
+    f.get();
+  }
+  EXPECT_EQ(values.load() + canceled.load(), rounds);
 }
 
 }  // namespace

@@ -5,11 +5,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
+#include "cyan/dispatch/detail/outcome.h"
 #include "cyan/dispatch/task.h"
 
 namespace cyan::test {
@@ -78,27 +77,17 @@ class driver {
   std::coroutine_handle<promise_type> coroutine_;
 };
 
-// What sync_wait keeps of a task<T>'s result: the value, the referred-to object's address, or
-// nothing for task<void>.
 template <typename T>
-using stored_t =
-    std::conditional_t<std::is_void_v<T>, std::monostate,
-                       std::conditional_t<std::is_reference_v<T>, std::remove_reference_t<T>*, T>>;
-
-template <typename T>
-driver drive(cyan::dispatch::task<T> task, std::optional<stored_t<T>>& result,
-             std::exception_ptr& error) {
+driver drive(cyan::dispatch::task<T> task, cyan::dispatch::detail::outcome<T>& result) {
   try {
     if constexpr (std::is_void_v<T>) {
       co_await std::move(task);
-      result.emplace();
-    } else if constexpr (std::is_reference_v<T>) {
-      result.emplace(std::addressof(co_await std::move(task)));
+      result.set_value();
     } else {
-      result.emplace(co_await std::move(task));
+      result.set_value(co_await std::move(task));
     }
   } catch (...) {
-    error = std::current_exception();
+    result.set_error(std::current_exception());
   }
 }
 
@@ -109,17 +98,9 @@ driver drive(cyan::dispatch::task<T> task, std::optional<stored_t<T>>& result,
 /// destroyed before this returns. For tests: a program drives its tasks with co_await.
 template <typename T>
 T sync_wait(cyan::dispatch::task<T> task) {
-  std::optional<sync_wait_detail::stored_t<T>> result;
-  std::exception_ptr error;
-  sync_wait_detail::drive(std::move(task), result, error).run_to_end();
-  if (error) {
-    std::rethrow_exception(error);
-  }
-  if constexpr (std::is_reference_v<T>) {
-    return **result;
-  } else if constexpr (!std::is_void_v<T>) {
-    return std::move(*result);
-  }
+  cyan::dispatch::detail::outcome<T> result;
+  sync_wait_detail::drive(std::move(task), result).run_to_end();
+  return result.take();
 }
 
 }  // namespace cyan::test

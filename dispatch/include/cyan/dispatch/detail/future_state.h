@@ -15,10 +15,10 @@
 #include <new>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/frame_allocator.h"
+#include "cyan/dispatch/detail/outcome.h"
 #include "cyan/dispatch/errors.h"
 
 struct timespec;
@@ -144,69 +144,34 @@ class state_core : noncopyable {
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
               std::atomic<std::uint32_t>::is_always_lock_free);
 
-/// state_core plus the result: a value (a pointer for T&, nothing for void) or an exception.
+/// state_core plus the result (see outcome.h).
 template <typename T>
 class shared_state : public state_core {
  public:
   /// Consumes the result: returns the value or rethrows the task's exception. Only after ready.
-  T take() {
-    if (result_.index() == kError) {
-      std::rethrow_exception(std::get<kError>(result_));
-    }
-    if constexpr (std::is_reference_v<T>) {
-      return *std::get<kValue>(result_);
-    } else if constexpr (!std::is_void_v<T>) {
-      return std::move(std::get<kValue>(result_));
-    }
-  }
+  T take() { return result_.take(); }
 
  protected:
   /// Invokes `f` (as an rvalue) and stores what it returns or throws. [producer]
   template <typename F>
   void store_result_of(F& f) noexcept {
-    try {
-      if constexpr (std::is_void_v<T>) {
-        std::invoke(std::move(f));
-        result_.template emplace<kValue>();
-      } else if constexpr (std::is_reference_v<T>) {
-        result_.template emplace<kValue>(std::addressof(std::invoke(std::move(f))));
-      } else {
-        result_.template emplace<kValue>(std::invoke(std::move(f)));
-      }
-    } catch (...) {
-      result_.template emplace<kError>(std::current_exception());
-    }
+    result_.set_result_of(f);
   }
 
   /// Stores `value` (nothing for void, the referenced object's address for T&). [producer]
   template <typename... V>
   void store_value(V&&... value) {
-    if constexpr (std::is_void_v<T>) {
-      static_assert(sizeof...(V) == 0);
-      result_.template emplace<kValue>();
-    } else if constexpr (std::is_reference_v<T>) {
-      result_.template emplace<kValue>(std::addressof(value)...);
-    } else {
-      result_.template emplace<kValue>(std::forward<V>(value)...);
-    }
+    result_.set_value(std::forward<V>(value)...);
   }
 
   void store_cancellation() noexcept { store_error(std::make_exception_ptr(task_cancelled{})); }
 
   /// Replaces the result with `error`. [producer]
-  void store_error(std::exception_ptr error) noexcept {
-    result_.template emplace<kError>(std::move(error));
-  }
+  void store_error(std::exception_ptr error) noexcept { result_.set_error(std::move(error)); }
 
  private:
-  using stored_value = std::conditional_t<
-      std::is_void_v<T>, std::monostate,
-      std::conditional_t<std::is_reference_v<T>, std::remove_reference_t<T>*, T>>;
-  static constexpr std::size_t kValue = 1;
-  static constexpr std::size_t kError = 2;
-
   // Written by the producer before mark_ready(); read by the consumer after is_ready().
-  std::variant<std::monostate, stored_value, std::exception_ptr> result_;
+  outcome<T> result_;
 };
 
 /// The single heap block of an awaitable task: shared state and closure side by side. The

@@ -30,10 +30,10 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/detail/frame_allocator.h"
+#include "cyan/dispatch/detail/outcome.h"
 
 namespace cyan::dispatch {
 
@@ -132,28 +132,15 @@ class task_promise : public task_promise_base {
   template <typename U = T>
   requires std::is_constructible_v<T, U&&>
   void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-    result_.template emplace<kValue>(std::forward<U>(value));
+    result_.set_value(std::forward<U>(value));
   }
-  void unhandled_exception() noexcept {
-    result_.template emplace<kError>(std::current_exception());
-  }
+  void unhandled_exception() noexcept { result_.set_error(std::current_exception()); }
 
   /// The result (moved out) or the body's exception (rethrown). Called once, after the end.
-  T take() {
-    assert(result_.index() != kNothing);
-    if (result_.index() == kError) {
-      std::rethrow_exception(std::get<kError>(result_));
-    }
-    return std::move(std::get<kValue>(result_));
-  }
+  T take() { return result_.take(); }
 
  private:
-  // Indexes, not types: T may itself be std::exception_ptr.
-  static constexpr std::size_t kNothing = 0;
-  static constexpr std::size_t kValue = 1;
-  static constexpr std::size_t kError = 2;
-
-  std::variant<std::monostate, T, std::exception_ptr> result_;
+  outcome<T> result_;
 };
 
 /// The promise of task<T&>: the result is the address of the object the body returned.
@@ -162,20 +149,13 @@ class task_promise<T&> : public task_promise_base {
  public:
   task<T&> get_return_object() noexcept;
 
-  void return_value(T& value) noexcept { value_ = std::addressof(value); }
-  void unhandled_exception() noexcept { error_ = std::current_exception(); }
+  void return_value(T& value) noexcept { result_.set_value(value); }
+  void unhandled_exception() noexcept { result_.set_error(std::current_exception()); }
 
-  T& take() {
-    if (error_) {
-      std::rethrow_exception(error_);
-    }
-    assert(value_ != nullptr);
-    return *value_;
-  }
+  T& take() { return result_.take(); }
 
  private:
-  T* value_ = nullptr;
-  std::exception_ptr error_;
+  outcome<T&> result_;
 };
 
 /// The promise of task<void>: only an exception to hand over.
@@ -185,16 +165,12 @@ class task_promise<void> : public task_promise_base {
   task<void> get_return_object() noexcept;
 
   void return_void() const noexcept {}
-  void unhandled_exception() noexcept { error_ = std::current_exception(); }
+  void unhandled_exception() noexcept { result_.set_error(std::current_exception()); }
 
-  void take() {
-    if (error_) {
-      std::rethrow_exception(error_);
-    }
-  }
+  void take() { result_.take(); }
 
  private:
-  std::exception_ptr error_;
+  outcome<void> result_;
 };
 
 }  // namespace detail

@@ -11,21 +11,16 @@
 // level-triggered watcher reports data already there at the loop's next turn), trying the
 // system call first again after 16 such reads, then after 32, 64, ... up to 256 while these
 // tries keep missing (each miss is a wasted system call), and for good once such a try finds
-// data. Whatever ends the wait resumes the coroutine once:
+// data.
+//
+// The wait itself is a dispatch::detail::timed_wait (its phases and ends are listed in
+// cyan/dispatch/detail/timed_wait.h): timed out is its expiry (std::errc::timed_out), a stop
+// request its cancellation (operation_canceled), and the thread's finish ends it and drops the
+// task. The socket adds two ends of its own:
 //
 //   ready      the watcher saw the direction ready: the operation retries its system call
 //              (and waits on when that would still block);                        [loop thread]
-//   timed out  the operation's entry in the thread's timer wheel fired;          [loop thread]
-//   closed     close() or the socket's destruction: operation_canceled;          [loop thread]
-//   stopped    the task's std::stop_token: the stop callback posts a cancel job to the loop
-//              thread, which ends the wait with operation_canceled;               [any thread]
-//   lost       the socket's thread finished while the operation waited (a task that hopped
-//              there from its spawn executor, whose stop(drain) does not wait for it): the
-//              thread's teardown ends the wait and drops the task (thread_bound_wait.h).
-//
-// The loop-thread paths never race each other; the one that may run on another thread, a stop
-// request, is ordered against them by state_ (see io_wait). A stop request's cancel job that
-// the thread refuses (it finished) does nothing: the thread's teardown ends the wait.
+//   closed     close() or the socket's destruction: operation_canceled.          [loop thread]
 //
 // Two rules come before any system call: a socket operation runs on a handler thread, never on
 // a thread_pool (std::logic_error: a pool task resumes on any worker, and the socket's watcher
@@ -33,19 +28,17 @@
 // (std::logic_error), so that its bytes never mix with the pending one's.
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
 #include <memory>
 #include <optional>
-#include <stop_token>
 #include <system_error>
 
 #include "cyan/common/detail/adaptive_attempts.h"
+#include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
-#include "cyan/dispatch/detail/coro_env.h"
-#include "cyan/dispatch/detail/thread_bound_wait.h"
+#include "cyan/dispatch/detail/timed_wait.h"
 #include "cyan/event/io.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/timer_wheel.h"
@@ -55,8 +48,8 @@
 namespace cyan::net::detail {
 
 /// An operation's time limit; kNoTimeout waits for ever.
-using timeout_type = std::chrono::nanoseconds;
-inline constexpr timeout_type kNoTimeout = timeout_type::max();
+using timeout_type = dispatch::detail::timed_wait::timeout_type;
+inline constexpr timeout_type kNoTimeout = dispatch::detail::timed_wait::kNoTimeout;
 
 /// `limit` as a timeout: rounded up to whole nanoseconds, zero or less fails at the first wait,
 /// a century or more is no limit.
@@ -65,11 +58,9 @@ template <typename Rep, typename Period>
   if (limit <= limit.zero()) {
     return timeout_type::zero();
   }
-  using seconds = std::chrono::duration<double>;
-  if (seconds(limit) >= seconds(std::chrono::hours(24 * 365 * 100))) {
-    return kNoTimeout;
-  }
-  return std::chrono::ceil<timeout_type>(limit);
+  constexpr timeout_type kCentury = std::chrono::hours(24 * 365 * 100);
+  const timeout_type timeout = cyan::detail::saturating_ceil<timeout_type>(limit, kCentury);
+  return timeout == kCentury ? kNoTimeout : timeout;
 }
 
 /// Throws std::system_error(error, what) when `error` is set.
@@ -186,9 +177,8 @@ class socket_core : noncopyable {
 /// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
 /// stop-token and close cancellation (see the top of this file). Derived awaiters implement
 /// attempt() and an await_resume() that calls finish() first. Neither copyable nor movable: a
-/// pending operation is registered by address (with its socket, and with its thread as a
-/// thread_bound_wait).
-class io_wait : private dispatch::detail::thread_bound_wait {
+/// pending operation is registered by address (with its socket, and as a timed_wait).
+class io_wait : protected dispatch::detail::timed_wait {
  public:
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
@@ -199,7 +189,10 @@ class io_wait : private dispatch::detail::thread_bound_wait {
 
  protected:
   io_wait(socket_core* core, event::io_events direction, timeout_type timeout) noexcept
-      : core_(core), timeout_(timeout), direction_(direction) {}
+      : timed_wait(std::errc::timed_out, &withdraw_from_socket),
+        core_(core),
+        timeout_(timeout),
+        direction_(direction) {}
   ~io_wait();
 
   /// Makes the system call(s): true when the operation has finished (with its result, or
@@ -217,46 +210,17 @@ class io_wait : private dispatch::detail::thread_bound_wait {
   void finish_transfer(const char* what, std::size_t transferred);
 
   socket_core* core_;  // null once the socket was closed under the operation
-  std::error_code error_;
 
  private:
   friend class socket_core;
 
-  // state_ bits. kBusy: the loop thread is retrying the system call; kStop: a stop request
-  // arrived; kDone: the wait has ended (whoever set it resumes the coroutine).
-  static constexpr unsigned kBusy = 1;
-  static constexpr unsigned kStop = 2;
-  static constexpr unsigned kDone = 4;
-
-  struct on_stop {
-    io_wait* self;
-    void operator()() const noexcept { self->stop_requested(); }
-  };
-  struct timeout_entry;  // the timer wheel's closure
-  struct cancel_job;     // a stop request's work on the loop thread
-
+  static void withdraw_from_socket(timed_wait& wait) noexcept;
   bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
-  void start_waiting();
-  void thread_finished() noexcept override { lost(); }
   void ready() noexcept;
   void closed() noexcept;
-  void timed_out() noexcept;
-  void lost() noexcept;
-  void stop_requested() noexcept;
-  void cancel_on_loop_thread() noexcept;
-  void end_wait() noexcept;
 
   timeout_type timeout_;
   event::io_events direction_;
-  std::coroutine_handle<> coroutine_;
-  dispatch::detail::branch* owner_ = nullptr;
-  dispatch::detail::executor_ref home_;    // where the coroutine resumes
-  dispatch::detail::executor_ref thread_;  // the socket's thread, for a stop request's job
-  event::timer_wheel* wheel_ = nullptr;    // set while the timeout entry is in it
-  event::timer_wheel::id entry_{};
-  // Written by the loop thread and by the stop callback (any thread), see the bits above.
-  std::atomic<unsigned> state_{ 0 };
-  std::optional<std::stop_callback<on_stop>> stop_watch_;
 };
 
 }  // namespace cyan::net::detail

@@ -1,5 +1,5 @@
-// Thread affinity: a cyan task resumes on the thread it suspended on; schedule() and yield()
-// are the ways to move.
+// schedule() and yield(), and the thread affinity they are the exceptions to: a cyan task
+// resumes on the thread it suspended on unless it moves with schedule().
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <latch>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "cyan/dispatch.h"
+#include "support/stop_support.h"
 #include "support/stress_env.h"
 #include "support/sync_wait.h"
 
@@ -24,6 +26,8 @@ using cyan::dispatch::handler_thread;
 using cyan::dispatch::schedule;
 using cyan::dispatch::task;
 using cyan::dispatch::thread_pool;
+using cyan::test::is_canceled;
+using outcome = cyan::test::stop_outcome;
 
 TEST(affinity, a_task_resumes_on_its_handler_thread_after_awaiting_a_pool_computation) {
   handler_thread a;
@@ -178,6 +182,29 @@ TEST(affinity, many_tasks_hop_between_two_handler_threads_in_order) {
   }
   EXPECT_EQ(total, tasks * kHops);
   EXPECT_EQ(a.stats().executed + b.stats().executed, tasks * (kHops + 1));
+}
+
+TEST(cancel, schedule_after_a_stop_request_throws_without_moving) {
+  handler_thread a;
+  handler_thread b;
+  std::stop_source stop;
+  stop.request_stop();
+  const outcome o = co_spawn(
+                        a,
+                        [&]() -> task<outcome> {
+                          outcome r;
+                          try {
+                            co_await b.schedule();
+                          } catch (const std::system_error& e) {
+                            r.canceled = is_canceled(e);
+                          }
+                          r.on_home = a.is_current();
+                          co_return r;
+                        },
+                        stop.get_token())
+                        .get();
+  EXPECT_TRUE(o.canceled);
+  EXPECT_TRUE(o.on_home);
 }
 
 }  // namespace

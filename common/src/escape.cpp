@@ -1,10 +1,10 @@
-#include "quoted.h"
+#include "cyan/common/detail/escape.h"
 
-namespace cyan::net::detail {
+namespace cyan::detail {
 namespace {
 
 // The escape of `c` (without its backslash), or '\0' when it prints as itself or needs \xHH.
-char short_escape(char c) noexcept {
+char short_escape(char c, bool escape_quotes) noexcept {
   switch (c) {
     case '\0':
       return '0';
@@ -15,7 +15,7 @@ char short_escape(char c) noexcept {
     case '\r':
       return 'r';
     case '"':
-      return '"';
+      return escape_quotes ? '"' : '\0';
     case '\\':
       return '\\';
     default:
@@ -25,14 +25,12 @@ char short_escape(char c) noexcept {
 
 }  // namespace
 
-std::string quoted(std::string_view text) {
+void append_escaped(std::string& out, std::string_view text, bool escape_quotes) {
   constexpr std::string_view kHex = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
+  out.reserve(out.size() + text.size());
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (const char escape = short_escape(c); escape != '\0') {
+    if (const char escape = short_escape(c, escape_quotes); escape != '\0') {
       out += '\\';
       out += escape;
     } else if (byte < 0x20 || byte == 0x7f) {
@@ -40,11 +38,18 @@ std::string quoted(std::string_view text) {
       out += kHex[byte >> 4];
       out += kHex[byte & 0xf];
     } else {
-      out += c;  // bytes from 0x80 up too: they are UTF-8 more often than not
+      out += c;
     }
   }
+}
+
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  append_escaped(out, text, true);
   out += '"';
   return out;
 }
 
-}  // namespace cyan::net::detail
+}  // namespace cyan::detail

@@ -1,4 +1,6 @@
-// sleep_for / sleep_until: on the thread's loop, never early, many at once.
+// sleep_for / sleep_until: on the thread's loop, never early, many at once; a stop request ends
+// a sleep; a sleep whose thread finishes first ends with it, also when a stop request races the
+// finish.
 
 #include <gtest/gtest.h>
 
@@ -7,25 +9,36 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cyan/dispatch.h"
 #include "event/loop_support.h"
+#include "support/stop_support.h"
 #include "support/stress_env.h"
 #include "support/sync_wait.h"
 
 namespace {
 
 using namespace std::chrono_literals;
+using cyan::dispatch::async_scope;
 using cyan::dispatch::co_spawn;
 using cyan::dispatch::future;
+using cyan::dispatch::handler;
 using cyan::dispatch::handler_thread;
 using cyan::dispatch::sleep_for;
 using cyan::dispatch::sleep_until;
 using cyan::dispatch::task;
 using cyan::dispatch::thread_pool;
+using cyan::test::is_canceled;
+using cyan::test::wait_started;
 using clock_type = std::chrono::steady_clock;
+using outcome = cyan::test::stop_outcome;
 
 TEST(sleep, sleep_for_is_never_early_and_resumes_on_its_thread) {
   handler_thread h;
@@ -133,6 +146,131 @@ TEST(sleep, many_concurrent_sleepers_on_one_handler_thread) {
   EXPECT_EQ(woke.load(), sleepers);
   EXPECT_EQ(early.load(), 0U);
   EXPECT_EQ(elsewhere.load(), 0U);
+}
+
+TEST(cancel, a_stop_request_ends_a_sleep_promptly_on_the_tasks_thread) {
+  handler_thread h;
+  std::stop_source stop;
+  auto f = co_spawn(
+      h,
+      [&h]() -> task<outcome> {
+        outcome o;
+        try {
+          co_await sleep_for(10s);
+        } catch (const std::system_error& e) {
+          o.canceled = is_canceled(e);
+        }
+        o.on_home = h.is_current();
+        co_return o;
+      },
+      stop.get_token());
+  wait_started(h, 1);
+  const auto start = std::chrono::steady_clock::now();
+  stop.request_stop();
+  const outcome o = f.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(o.canceled);
+  EXPECT_TRUE(o.on_home);
+}
+
+// Sets `flag` when the frame that holds it is destroyed.
+struct frame_sentinel {
+  std::atomic<bool>* flag;
+  ~frame_sentinel() { flag->store(true); }
+};
+
+// Calls `at_finalize` in thread B's on_finalize(): after B's inbox refuses posts, before its
+// teardown destroys its timer wheel.
+class finalize_hook final : public handler {
+ public:
+  std::function<void()> at_finalize;
+
+ private:
+  void on_finalize() override {
+    if (at_finalize) {
+      at_finalize();
+    }
+  }
+};
+
+// A task spawned in a scope on thread A hops to thread B and sleeps there for an hour. B is
+// stopped and joined first: A's stop(drain) does not wait for B.
+class hopped_sleeper {
+ public:
+  hopped_sleeper() {
+    scope_.spawn(a_, [this]() -> task<> {
+      const frame_sentinel sentinel{ &destroyed };
+      co_await b_->schedule();
+      waiting = true;
+      co_await sleep_for(1h);
+      resumed = true;
+    });
+    // The task sleeps once a job posted to B after `waiting` was set has run there.
+    while (!waiting.load()) {
+      std::this_thread::yield();
+    }
+    b_->post_awaitable([] {}).get();
+  }
+
+  handler_thread& a() { return a_; }
+  handler_thread& b() { return *b_; }
+  finalize_hook& b_handler() { return hook_; }
+  async_scope& scope() { return scope_; }
+
+  std::atomic<bool> waiting{ false };
+  std::atomic<bool> resumed{ false };
+  std::atomic<bool> destroyed{ false };
+
+ private:
+  finalize_hook hook_;
+  handler_thread a_;
+  std::optional<handler_thread> b_{ std::in_place, hook_ };
+  async_scope scope_;
+};
+
+TEST(sleep, a_sleep_whose_thread_finishes_first_ends_and_its_task_is_destroyed) {
+  hopped_sleeper program;
+  program.b().stop();
+  program.b().join();
+  EXPECT_TRUE(program.destroyed.load()) << "the task outlived the thread it slept on";
+  EXPECT_EQ(program.scope().size(), 0u);
+  program.a().stop();
+  program.a().join();  // drains: nothing of the task is left to wait for
+  EXPECT_FALSE(program.resumed.load());
+}
+
+// The stop request comes from another thread while B finishes, after B refuses posts (its
+// cancel job is refused) and before B's teardown destroys the wheel that holds the sleep's
+// entry: the teardown ends the sleep, once, on B (the ASan lane checks that nothing touches
+// the freed frame).
+TEST(sleep, a_stop_request_refused_by_the_finishing_thread_leaves_the_end_to_its_teardown) {
+  hopped_sleeper program;
+  program.b_handler().at_finalize = [&program] {
+    std::thread stopper([&program] { program.scope().request_stop(); });
+    stopper.join();
+    EXPECT_FALSE(program.destroyed.load()) << "the task was destroyed off its thread";
+  };
+  program.b().stop();
+  program.b().join();
+  EXPECT_TRUE(program.destroyed.load());
+  program.scope().join_blocking();
+  EXPECT_EQ(program.scope().size(), 0u);
+  EXPECT_FALSE(program.resumed.load());
+}
+
+// A stop request from another thread races the thread's finish: whichever comes first ends the
+// sleep, exactly once.
+TEST(sleep, a_stop_request_racing_the_finish_ends_the_sleep_once) {
+  for (int round = 0; round < 20; ++round) {
+    hopped_sleeper program;
+    std::thread stopper([&] { program.scope().request_stop(); });
+    program.b().stop();
+    program.b().join();
+    stopper.join();
+    program.scope().join_blocking();
+    EXPECT_TRUE(program.destroyed.load()) << "round " << round;
+    EXPECT_FALSE(program.resumed.load()) << "round " << round;
+  }
 }
 
 }  // namespace
