@@ -5,6 +5,7 @@
 #include <exception>
 #include <utility>
 
+#include "cyan/common/detail/print_exception.h"
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "handler_thread_runtime.h"
 
@@ -116,14 +117,7 @@ void executor_access::report(handler_thread& thread, std::exception_ptr error) n
     return;
   } catch (...) {
   }
-  try {
-    std::rethrow_exception(std::move(error));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cyan::dispatch::handler_thread: a detached task threw: %s\n", e.what());
-  } catch (...) {
-    std::fputs("cyan::dispatch::handler_thread: a detached task threw an unknown exception\n",
-               stderr);
-  }
+  cyan::detail::print_exception("cyan::dispatch::handler_thread", "a detached task threw", error);
 }
 
 }  // namespace detail

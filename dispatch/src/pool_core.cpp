@@ -5,20 +5,11 @@
 #include <string>
 #include <utility>
 
+#include "cyan/common/detail/print_exception.h"
 #include "pool_core.h"
 
 namespace cyan::dispatch::detail {
 namespace {
-
-void print_error(std::exception_ptr error) noexcept {
-  try {
-    std::rethrow_exception(std::move(error));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cyan::dispatch::thread_pool: a task threw: %s\n", e.what());
-  } catch (...) {
-    std::fputs("cyan::dispatch::thread_pool: a task threw an unknown exception\n", stderr);
-  }
-}
 
 std::size_t at_least_one(std::size_t threads) {
   if (threads == 0) {
@@ -72,7 +63,7 @@ void pool_core::report(std::exception_ptr error) noexcept {
   } catch (...) {  // copying the callback failed: fall back to stderr
   }
   if (!callback) {
-    print_error(std::move(error));
+    cyan::detail::print_exception("cyan::dispatch::thread_pool", "a task threw", error);
     return;
   }
   try {

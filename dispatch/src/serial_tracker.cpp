@@ -1,8 +1,9 @@
 #include "cyan/dispatch/detail/serial_tracker.h"
 
-#include <cstdio>
 #include <stdexcept>
 #include <utility>
+
+#include "cyan/common/detail/print_exception.h"
 
 namespace cyan::dispatch::detail {
 
@@ -48,14 +49,7 @@ void serial_tracker::report(const serial_tracker* tracker, std::exception_ptr er
       tracker->on_error_(tracker->context_, error)) {
     return;
   }
-  try {
-    std::rethrow_exception(std::move(error));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cyan::dispatch::serial_token: a task's destructor threw: %s\n", e.what());
-  } catch (...) {
-    std::fputs("cyan::dispatch::serial_token: a task's destructor threw an unknown exception\n",
-               stderr);
-  }
+  cyan::detail::print_exception("cyan::dispatch::serial_token", "a task's destructor threw", error);
 }
 
 }  // namespace cyan::dispatch::detail

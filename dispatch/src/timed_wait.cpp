@@ -8,7 +8,7 @@
 namespace cyan::dispatch::detail {
 namespace {
 
-thread_local std::unique_ptr<event::timer_wheel> sleep_wheel;
+thread_local std::unique_ptr<event::timer_wheel> wait_wheel;
 
 std::error_code canceled() noexcept {
   return std::make_error_code(std::errc::operation_canceled);
@@ -16,19 +16,19 @@ std::error_code canceled() noexcept {
 
 }  // namespace
 
-event::timer_wheel* this_thread_sleep_wheel() {
+event::timer_wheel* this_thread_wait_wheel() {
   if (!current_executor()) {
     return nullptr;
   }
-  if (!sleep_wheel) {
-    sleep_wheel = std::make_unique<event::timer_wheel>(this_thread::get_event_loop());
-    sleep_wheel->start();
+  if (!wait_wheel) {
+    wait_wheel = std::make_unique<event::timer_wheel>(this_thread::get_event_loop());
+    wait_wheel->start();
   }
-  return sleep_wheel.get();
+  return wait_wheel.get();
 }
 
-void reset_this_thread_sleep_wheel() noexcept {
-  sleep_wheel.reset();
+void reset_this_thread_wait_wheel() noexcept {
+  wait_wheel.reset();
 }
 
 // The wheel's entry: 8 bytes, stored without allocation. Destroyed unrun — by a cancel() after
@@ -112,7 +112,7 @@ timed_wait::admission timed_wait::admit(std::coroutine_handle<> coroutine, branc
 void timed_wait::start_wait(std::coroutine_handle<> coroutine, branch* owner,
                             timeout_type timeout) {
   if (timeout != kNoTimeout) {
-    event::timer_wheel* wheel = this_thread_sleep_wheel();
+    event::timer_wheel* wheel = this_thread_wait_wheel();
     // Whole milliseconds (what timeouts usually are) take the wheel's path without a division.
     using std::chrono::milliseconds;
     entry_ =

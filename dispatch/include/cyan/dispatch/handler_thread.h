@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/inbox.h"
@@ -248,16 +249,8 @@ class handler_thread : noncopyable {
   template <typename Rep, typename Period>
   static clock::time_point deadline_after(std::chrono::duration<Rep, Period> delay) {
     const auto now = clock::now();
-    if (delay <= delay.zero()) {
-      return now;
-    }
-    // Compared in floating point, which cannot overflow: a delay past the clock's range is
-    // clamped to "never due" (such work is cancelled at stop).
-    using seconds = std::chrono::duration<double>;
-    if (seconds(delay) >= seconds(clock::time_point::max() - now)) {
-      return clock::time_point::max();
-    }
-    return now + std::chrono::ceil<clock::duration>(delay);
+    // A delay past the clock's range means "never due" (such work is cancelled at stop).
+    return delay <= delay.zero() ? now : cyan::detail::saturating_add(now, delay);
   }
 
   void send_at(std::any message, clock::time_point due);

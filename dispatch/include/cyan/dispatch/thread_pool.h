@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/schedule_awaiter.h"
@@ -152,11 +153,7 @@ class thread_pool : noncopyable {
   // A delay as the clock's duration, saturating (a delay the clock cannot hold never comes).
   template <typename Rep, typename Period>
   static clock::duration clamp(std::chrono::duration<Rep, Period> delay) {
-    using seconds = std::chrono::duration<double>;
-    if (seconds(delay) >= seconds(clock::duration::max())) {
-      return clock::duration::max();
-    }
-    return std::chrono::ceil<clock::duration>(delay);
+    return cyan::detail::saturating_ceil<clock::duration>(delay);
   }
 
   void post_task(unique_function<void()>&& task);

@@ -295,7 +295,7 @@ auto spawn(Executor& executor, X&& spawned, std::stop_token token, bool detach) 
   auto* state =
       new state_type(std::forward<X>(spawned), std::move(token), registry, sink, &executor);
   future<value_type> result = future_access::make<value_type>(state);
-  registry.enter();  // before the post: see the executors' "Stop"
+  registry.enter();  // before the post: see "Stop" in outstanding_work.h
   try {
     executor_access::post(executor, awaitable_job(state));
   } catch (const executor_stopped&) {

@@ -44,11 +44,12 @@
 
 namespace cyan::dispatch::detail {
 
-/// The timer wheel (1 ms ticks) of the calling handler thread's loop, created on first use;
-/// null on a thread that is not a handler thread (or pool worker). [the thread]
-event::timer_wheel* this_thread_sleep_wheel();
+/// The wheel of the calling thread's timed waits (sleep_for and socket timeouts alike): a timer
+/// wheel (1 ms ticks) on the handler thread's loop, created on first use; null on a thread
+/// that is not a handler thread (or pool worker). [the thread]
+event::timer_wheel* this_thread_wait_wheel();
 /// Destroys the calling thread's wheel, if any, with its entries unrun. [the thread]
-void reset_this_thread_sleep_wheel() noexcept;
+void reset_this_thread_wait_wheel() noexcept;
 
 /// Which tasks the calling thread runs: none (no executor's thread), its own (a handler
 /// thread), or its pool's (a thread_pool worker, whose tasks resume on any worker).

@@ -13,22 +13,9 @@
 #include <utility>
 
 #include "cyan/common/cache_line.h"
+#include "cyan/common/detail/backoff.h"
 
 namespace cyan::lockfree {
-namespace detail {
-
-// Spins briefly, then yields: the thread waited for is often between two instructions, but
-// may also have been preempted (the machine may have fewer cores than runnable threads).
-inline void segmented_queue_back_off(unsigned& turn) noexcept {
-  constexpr unsigned kSpinTurns = 64;
-  if (++turn < kSpinTurns) {
-    cpu_relax();
-  } else {
-    std::this_thread::yield();
-  }
-}
-
-}  // namespace detail
 
 // A slot has cache lines of its own: a consumer right behind the producer marks slot k read
 // while the producer writes slot k + 1, and on a shared line each would take it from the other.
@@ -85,7 +72,7 @@ bool segmented_queue<T>::try_push(T&& value, push_policy policy) {
   // acquire: pairs with the release stores of tail_ when a block is installed.
   std::size_t tail = tail_.value.index.load(std::memory_order_acquire);
   block* current = tail_.value.current.load(std::memory_order_acquire);
-  for (unsigned turn = 0;;) {
+  for (cyan::detail::backoff backoff;;) {
     if ((tail & refused) != 0) {
       if (next_block != nullptr) {
         recycle(next_block);
@@ -94,7 +81,7 @@ bool segmented_queue<T>::try_push(T&& value, push_policy policy) {
     }
     const std::size_t offset = (tail >> kShift) % kLap;
     if (offset == kBlockSlots) {  // another producer is installing the next block
-      detail::segmented_queue_back_off(turn);
+      backoff.wait();
       tail = tail_.value.index.load(std::memory_order_acquire);
       current = tail_.value.current.load(std::memory_order_acquire);
       continue;
@@ -161,10 +148,10 @@ std::size_t segmented_queue<T>::try_pop_many(T* out, std::size_t max, std::size_
   // acquire: pairs with the release stores of head_ when a consumer moves to the next block.
   std::size_t head = head_.value.index.load(std::memory_order_acquire);
   block* current = head_.value.current.load(std::memory_order_acquire);
-  for (unsigned turn = 0;;) {
+  for (cyan::detail::backoff backoff;;) {
     const std::size_t offset = (head >> kShift) % kLap;
     if (offset == kBlockSlots) {  // another consumer is moving head to the next block
-      detail::segmented_queue_back_off(turn);
+      backoff.wait();
       head = head_.value.index.load(std::memory_order_acquire);
       current = head_.value.current.load(std::memory_order_acquire);
       continue;
@@ -300,23 +287,23 @@ void segmented_queue<T>::destroy_block(block* b, std::size_t start) noexcept {
 
 template <typename T>
 typename segmented_queue<T>::block* segmented_queue<T>::wait_next(block* b) noexcept {
-  unsigned turn = 0;
+  cyan::detail::backoff backoff;
   // acquire: pairs with the release store of next in try_push().
   for (block* next = b->next.load(std::memory_order_acquire);;
        next = b->next.load(std::memory_order_acquire)) {
     if (next != nullptr) {
       return next;
     }
-    detail::segmented_queue_back_off(turn);
+    backoff.wait();
   }
 }
 
 template <typename T>
 void segmented_queue<T>::wait_written(slot& s) noexcept {
-  unsigned turn = 0;
+  cyan::detail::backoff backoff;
   // acquire: pairs with the release fetch_or of kWritten in try_push().
   while ((s.state.load(std::memory_order_acquire) & kWritten) == 0) {
-    detail::segmented_queue_back_off(turn);
+    backoff.wait();
   }
 }
 
