@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-TEST(CacheLine, PaddedValuesNeverShareALine) {
+TEST(cache_line, padded_values_never_share_a_line) {
   // Two adjacent padded counters start exactly one cache line apart.
   cyan::cache_padded<std::uint64_t> pair[2];
   const auto first = reinterpret_cast<std::uintptr_t>(&pair[0].value);

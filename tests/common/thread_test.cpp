@@ -8,7 +8,7 @@
 #include <system_error>
 #include <thread>
 
-TEST(ThisThread, NameIsSetAndTruncatedTo15Bytes) {
+TEST(this_thread, name_is_set_and_truncated_to_15_bytes) {
   std::string short_name, long_name;
   std::thread worker([&] {
     EXPECT_TRUE(cyan::this_thread::set_name("cyan-worker"));
@@ -21,7 +21,7 @@ TEST(ThisThread, NameIsSetAndTruncatedTo15Bytes) {
   EXPECT_EQ(long_name, "a-name-longer-t");
 }
 
-TEST(ThisThread, AffinityPinsToTheChosenCpu) {
+TEST(this_thread, affinity_pins_to_the_chosen_cpu) {
   unsigned cpu_seen = 1000;
   std::thread worker([&] {
     cyan::this_thread::set_affinity(0);
@@ -31,7 +31,7 @@ TEST(ThisThread, AffinityPinsToTheChosenCpu) {
   EXPECT_EQ(cpu_seen, 0u);
 }
 
-TEST(ThisThread, AffinityToAMissingCpuThrows) {
+TEST(this_thread, affinity_to_a_missing_cpu_throws) {
   std::thread worker(
       [] { EXPECT_THROW(cyan::this_thread::set_affinity(1u << 20), std::system_error); });
   worker.join();

@@ -14,26 +14,26 @@
 
 using cyan::test::lifecycle;
 
-class UniqueFunction : public ::testing::Test {
+class unique_function_test : public ::testing::Test {
  protected:
   void SetUp() override { lifecycle::reset(); }
   void TearDown() override { EXPECT_EQ(lifecycle::live(), 0); }
 };
 
-TEST_F(UniqueFunction, CallsWithArgumentsAndReturnsTheResult) {
+TEST_F(unique_function_test, calls_with_arguments_and_returns_the_result) {
   cyan::unique_function<int(int, int)> add = [](int a, int b) { return a + b; };
   ASSERT_TRUE(add);
   EXPECT_EQ(add(2, 40), 42);
 }
 
-TEST_F(UniqueFunction, EmptyCallThrowsBadFunctionCall) {
+TEST_F(unique_function_test, empty_call_throws_bad_function_call) {
   cyan::unique_function<void()> empty;
   EXPECT_FALSE(empty);
   EXPECT_TRUE(empty == nullptr);
   EXPECT_THROW(empty(), std::bad_function_call);
 }
 
-TEST_F(UniqueFunction, HoldsMoveOnlyClosures) {
+TEST_F(unique_function_test, holds_move_only_closures) {
   auto owned = std::make_unique<int>(7);
   cyan::unique_function<int()> f = [p = std::move(owned)] { return *p * 6; };
   EXPECT_EQ(f(), 42);
@@ -45,7 +45,7 @@ TEST_F(UniqueFunction, HoldsMoveOnlyClosures) {
   EXPECT_EQ(result.get(), 5);
 }
 
-TEST_F(UniqueFunction, ClosureOf48BytesIsStoredWithoutAllocation) {
+TEST_F(unique_function_test, closure_of_48_bytes_is_stored_without_allocation) {
   std::array<char, 40> payload{};
   payload[39] = 3;
   long extra = 4;
@@ -61,7 +61,7 @@ TEST_F(UniqueFunction, ClosureOf48BytesIsStoredWithoutAllocation) {
   EXPECT_FALSE(f);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
 }
 
-TEST_F(UniqueFunction, LargeClosureAllocatesOnceAndMovesWithoutAllocating) {
+TEST_F(unique_function_test, large_closure_allocates_once_and_moves_without_allocating) {
   std::array<char, 200> payload{};
   payload[199] = 9;
   auto closure = [payload] { return int{ payload[199] }; };
@@ -76,7 +76,7 @@ TEST_F(UniqueFunction, LargeClosureAllocatesOnceAndMovesWithoutAllocating) {
   EXPECT_EQ(again(), 9);
 }
 
-TEST_F(UniqueFunction, DestroysTheClosureExactlyOnce) {
+TEST_F(unique_function_test, destroys_the_closure_exactly_once) {
   {
     cyan::unique_function<std::int64_t()> f = [item = lifecycle(11)] { return item.value; };
     cyan::unique_function<std::int64_t()> g = std::move(f);
@@ -90,7 +90,7 @@ TEST_F(UniqueFunction, DestroysTheClosureExactlyOnce) {
   EXPECT_EQ(lifecycle::destroyed.load(), lifecycle::constructed.load());
 }
 
-TEST_F(UniqueFunction, ThrowingMoveConstructorGoesToTheHeap) {
+TEST_F(unique_function_test, throwing_move_constructor_goes_to_the_heap) {
   // lifecycle's move constructor is not noexcept, so the closure must not be stored inline
   // (moving the wrapper must never throw).
   auto closure = [item = lifecycle(1)] { return item.value; };
@@ -100,13 +100,13 @@ TEST_F(UniqueFunction, ThrowingMoveConstructorGoesToTheHeap) {
   EXPECT_EQ(f(), 1);
 }
 
-TEST_F(UniqueFunction, ExceptionFromTheClosurePropagates) {
+TEST_F(unique_function_test, exception_from_the_closure_propagates) {
   cyan::unique_function<void()> f = [] { throw std::runtime_error("boom"); };
   EXPECT_THROW(f(), std::runtime_error);
   EXPECT_TRUE(f);
 }
 
-TEST_F(UniqueFunction, SwapExchangesClosures) {
+TEST_F(unique_function_test, swap_exchanges_closures) {
   cyan::unique_function<std::string()> a = [] { return std::string("a"); };
   cyan::unique_function<std::string()> b = [] { return std::string("b"); };
   swap(a, b);
@@ -114,7 +114,7 @@ TEST_F(UniqueFunction, SwapExchangesClosures) {
   EXPECT_EQ(b(), "a");
 }
 
-TEST_F(UniqueFunction, MutableClosureKeepsItsState) {
+TEST_F(unique_function_test, mutable_closure_keeps_its_state) {
   cyan::unique_function<int()> counter = [n = 0]() mutable { return ++n; };
   EXPECT_EQ(counter(), 1);
   EXPECT_EQ(counter(), 2);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-TEST(Version, LibraryMatchesHeaders) {
+TEST(version, library_matches_headers) {
   // The string compiled into the library is the one the headers were generated with.
   EXPECT_EQ(cyan::version(), CYAN_VERSION_STRING);
   const std::string expected = std::to_string(CYAN_VERSION_MAJOR) + "." +

@@ -65,7 +65,7 @@ class recorder final : public cyan::dispatch::handler {
   }
 };
 
-TEST(Handler, InitializeFirstFinalizeLastBothOnTheHandlerThread) {
+TEST(handler, initialize_first_finalize_last_both_on_the_handler_thread) {
   recorder handler;
   std::thread::id worker_id;
   {
@@ -81,7 +81,7 @@ TEST(Handler, InitializeFirstFinalizeLastBothOnTheHandlerThread) {
             (std::vector<std::string>{ "initialize", "task", "message", "finalize" }));
 }
 
-TEST(Handler, SendDeliversPayloadsInSendOrder) {
+TEST(handler, send_delivers_payloads_in_send_order) {
   recorder handler;
   handler_thread thread(handler);
   for (int i = 0; i < 100; ++i) {
@@ -99,7 +99,7 @@ TEST(Handler, SendDeliversPayloadsInSendOrder) {
   EXPECT_TRUE(handler.errors.empty());
 }
 
-TEST(Handler, SendDelayedArrivesAfterItsDelayInDeadlineOrder) {
+TEST(handler, send_delayed_arrives_after_its_delay_in_deadline_order) {
   recorder handler;
   handler_thread thread(handler);
   const auto start = std::chrono::steady_clock::now();
@@ -116,7 +116,7 @@ TEST(Handler, SendDelayedArrivesAfterItsDelayInDeadlineOrder) {
   EXPECT_LE(fence_time - start, 80ms + 5s);  // generous: a lost timer fails, a slow machine not
 }
 
-TEST(Handler, ExceptionsFromOnMessageGoToOnErrorAndTheThreadKeepsRunning) {
+TEST(handler, exceptions_from_on_message_go_to_on_error_and_the_thread_keeps_running) {
   recorder handler;
   handler_thread thread(handler);
   thread.send(1.5);      // std::invalid_argument
@@ -133,7 +133,7 @@ TEST(Handler, ExceptionsFromOnMessageGoToOnErrorAndTheThreadKeepsRunning) {
   EXPECT_EQ(handler.ints, std::vector<int>{ 7 });
 }
 
-TEST(Handler, ExceptionFromOnInitializeIsReportedAndWorkStillRuns) {
+TEST(handler, exception_from_on_initialize_is_reported_and_work_still_runs) {
   recorder handler;
   handler.throw_in_initialize = true;
   {
@@ -146,7 +146,7 @@ TEST(Handler, ExceptionFromOnInitializeIsReportedAndWorkStillRuns) {
   EXPECT_EQ(handler.ints, std::vector<int>{ 5 });
 }
 
-TEST(Handler, WithoutAHandlerAMessageIsReportedNotLost) {
+TEST(handler, without_a_handler_a_message_is_reported_not_lost) {
   handler_thread thread;
   testing::internal::CaptureStderr();
   thread.send(1);
@@ -186,7 +186,7 @@ class counter_object final : public cyan::dispatch::handler {
   cyan::dispatch::handler_thread thread_;  // last: starts after, stops before, the rest
 };
 
-TEST(Handler, ActiveObjectRunsOnItsOwnThread) {
+TEST(handler, active_object_runs_on_its_own_thread) {
   counter_object object;
   object.add(1);
   object.add(2);

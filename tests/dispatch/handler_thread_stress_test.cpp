@@ -34,11 +34,11 @@ std::string settings() {
          " CYAN_STRESS_SEED=" + std::to_string(env_or("CYAN_STRESS_SEED", 1));
 }
 
-class ManyProducers : public testing::TestWithParam<unsigned> {};
+class many_producers_test : public testing::TestWithParam<unsigned> {};
 
 // N producers post ITEMS tasks in total; each task checks that its producer's sequence number
 // is exactly the previous one plus one (FIFO per producer), on the handler thread.
-TEST_P(ManyProducers, ExactCountAndPerProducerOrder) {
+TEST_P(many_producers_test, exact_count_and_per_producer_order) {
   const unsigned producers = GetParam();
   const std::uint64_t per_producer = env_or("CYAN_STRESS_ITEMS", 1'000'000) / producers;
   handler_thread thread;
@@ -73,7 +73,7 @@ TEST_P(ManyProducers, ExactCountAndPerProducerOrder) {
   EXPECT_EQ(stats.queued, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Producers, ManyProducers, testing::Values(1u, 2u, 4u, 8u));
+INSTANTIATE_TEST_SUITE_P(producers, many_producers_test, testing::Values(1u, 2u, 4u, 8u));
 
 // Producers post until a stop refuses them. Every post that returned must run (drain) or be
 // cancelled (discard), exactly once; every refused post must not run and its closure must be
@@ -132,18 +132,18 @@ void race_stop_with_posts(stop_mode mode) {
   }
 }
 
-TEST(HandlerThreadStress, StopDrainRacingWithPostsLosesNothing) {
+TEST(handler_thread_stress, stop_drain_racing_with_posts_loses_nothing) {
   race_stop_with_posts(stop_mode::drain);
 }
 
-TEST(HandlerThreadStress, StopDiscardRacingWithPostsCancelsExactlyTheRest) {
+TEST(handler_thread_stress, stop_discard_racing_with_posts_cancels_exactly_the_rest) {
   race_stop_with_posts(stop_mode::discard);
 }
 
 // The consumer sleeps between almost every post (no spinning), and every sleep is unbounded
 // (no naps, which would end a sleep whose wake-up was lost): a lost wake-up hangs a round,
 // which the bounded wait turns into a failure.
-TEST(HandlerThreadStress, NoLostWakeUps) {
+TEST(handler_thread_stress, no_lost_wake_ups) {
   const std::uint64_t items = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 50;
   handler_thread::options opts;
   opts.spin_before_sleep = 0ns;
@@ -161,7 +161,7 @@ TEST(HandlerThreadStress, NoLostWakeUps) {
 }
 
 // Two handler threads bounce a counter back and forth, each hop a post to the other.
-TEST(HandlerThreadStress, PingPongBetweenTwoThreads) {
+TEST(handler_thread_stress, ping_pong_between_two_threads) {
   const std::uint64_t hops = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 20;
   handler_thread ping;
   handler_thread pong;
@@ -182,7 +182,7 @@ TEST(HandlerThreadStress, PingPongBetweenTwoThreads) {
 
 // Producer threads come and go while the consumer is busy: their lanes are retired as they
 // exit, and no task is lost or duplicated.
-TEST(HandlerThreadStress, ProducersExitingWhileTheConsumerDrains) {
+TEST(handler_thread_stress, producers_exiting_while_the_consumer_drains) {
   const std::uint64_t per_thread = 2000;
   const std::uint64_t threads = env_or("CYAN_STRESS_ITEMS", 1'000'000) / 10'000;
   handler_thread thread;

@@ -73,7 +73,7 @@ class count_down_at_exit {
   std::latch& latch_;
 };
 
-TEST(HandlerThread, PostRunsOnTheThreadInPostOrder) {
+TEST(handler_thread, post_runs_on_the_thread_in_post_order) {
   handler_thread thread;
   std::vector<int> order;  // touched only on the handler thread until join()
   std::vector<std::thread::id> ran_on;
@@ -93,7 +93,7 @@ TEST(HandlerThread, PostRunsOnTheThreadInPostOrder) {
   EXPECT_NE(thread.get_id(), std::this_thread::get_id());
 }
 
-TEST(HandlerThread, MoveOnlyAndLargeClosuresRunAndAreDestroyedOnce) {
+TEST(handler_thread, move_only_and_large_closures_run_and_are_destroyed_once) {
   lifecycle::reset();
   {
     handler_thread thread;
@@ -126,7 +126,7 @@ TEST(handler_thread, post_accepts_closures_that_return_a_value) {
   thread.join();
 }
 
-TEST(HandlerThread, PostAwaitableReturnsValuesAndExceptions) {
+TEST(handler_thread, post_awaitable_returns_values_and_exceptions) {
   handler_thread thread;
   auto number = thread.post_awaitable([] { return 42; });
   auto text = thread.post_awaitable([] { return std::string("cyan"); });
@@ -138,7 +138,7 @@ TEST(HandlerThread, PostAwaitableReturnsValuesAndExceptions) {
   EXPECT_NO_THROW(nothing.get());
 }
 
-TEST(HandlerThread, DelayedPostsRunNoEarlierThanTheirDelayInDeadlineOrder) {
+TEST(handler_thread, delayed_posts_run_no_earlier_than_their_delay_in_deadline_order) {
   handler_thread thread;
   std::vector<int> order;
   const auto start = std::chrono::steady_clock::now();
@@ -160,7 +160,7 @@ TEST(HandlerThread, DelayedPostsRunNoEarlierThanTheirDelayInDeadlineOrder) {
   EXPECT_LE(ran_after_30, 30ms + 5s);  // generous: a lost timer fails, a slow machine does not
 }
 
-TEST(HandlerThread, StopDrainRunsEverythingAlreadyPosted) {
+TEST(handler_thread, stop_drain_runs_everything_already_posted) {
   handler_thread thread;
   gate blocked;
   blocked.block(thread);
@@ -183,7 +183,7 @@ TEST(HandlerThread, StopDrainRunsEverythingAlreadyPosted) {
   EXPECT_EQ(stats.queued, 0u);
 }
 
-TEST(HandlerThread, StopDiscardRunsNothingQueuedAndCancelsAwaitables) {
+TEST(handler_thread, stop_discard_runs_nothing_queued_and_cancels_awaitables) {
   lifecycle::reset();
   handler_thread thread;
   gate blocked;
@@ -208,7 +208,7 @@ TEST(HandlerThread, StopDiscardRunsNothingQueuedAndCancelsAwaitables) {
   EXPECT_EQ(stats.queued, 0u);
 }
 
-TEST(HandlerThread, DelayedWorkAtStopIsCancelledUnlessDue) {
+TEST(handler_thread, delayed_work_at_stop_is_cancelled_unless_due) {
   handler_thread thread;
   gate blocked;
   blocked.block(thread);
@@ -227,7 +227,7 @@ TEST(HandlerThread, DelayedWorkAtStopIsCancelledUnlessDue) {
   EXPECT_EQ(thread.stats().cancelled, 2u);
 }
 
-TEST(HandlerThread, PostAfterStopThrows) {
+TEST(handler_thread, post_after_stop_throws) {
   handler_thread thread;
   thread.stop();
   EXPECT_THROW(thread.post([] {}), executor_stopped);
@@ -241,7 +241,7 @@ TEST(HandlerThread, PostAfterStopThrows) {
   EXPECT_THROW(thread.post([] {}), executor_stopped);  // and after it finished
 }
 
-TEST(HandlerThread, PostAfterStopThrowsForAThreadThatHasItsOwnLane) {
+TEST(handler_thread, post_after_stop_throws_for_a_thread_that_has_its_own_lane) {
   handler_thread thread;
   for (int i = 0; i < 100; ++i) {  // more than kPromoteAfter: this thread gets a lane
     thread.post([] {});
@@ -252,7 +252,7 @@ TEST(HandlerThread, PostAfterStopThrowsForAThreadThatHasItsOwnLane) {
   EXPECT_EQ(thread.stats().executed, 100u);
 }
 
-TEST(HandlerThread, StopAndPostFromTheThreadItselfDoNotDeadlock) {
+TEST(handler_thread, stop_and_post_from_the_thread_itself_do_not_deadlock) {
   handler_thread thread;
   std::promise<bool> threw;
   thread.post([&] {
@@ -269,7 +269,7 @@ TEST(HandlerThread, StopAndPostFromTheThreadItselfDoNotDeadlock) {
   EXPECT_FALSE(thread.is_running());
 }
 
-TEST(HandlerThread, JoinOnTheThreadItselfThrows) {
+TEST(handler_thread, join_on_the_thread_itself_throws) {
   handler_thread thread;
   auto error = thread.post_awaitable([&] {
     try {
@@ -282,7 +282,7 @@ TEST(HandlerThread, JoinOnTheThreadItselfThrows) {
   EXPECT_TRUE(error.get());
 }
 
-TEST(HandlerThread, TasksCanPostToTheirOwnThread) {
+TEST(handler_thread, tasks_can_post_to_their_own_thread) {
   handler_thread thread;
   std::promise<int> done;
   std::function<void(int)> step = [&](int n) {
@@ -296,7 +296,7 @@ TEST(HandlerThread, TasksCanPostToTheirOwnThread) {
   EXPECT_EQ(done.get_future().get(), 100);
 }
 
-TEST(HandlerThread, OptionsNameAndAffinity) {
+TEST(handler_thread, options_name_and_affinity) {
   handler_thread::options opts;
   opts.name = "cyan-inbox-test";
   opts.cpu = 0;
@@ -309,13 +309,13 @@ TEST(HandlerThread, OptionsNameAndAffinity) {
   EXPECT_EQ(cpu, 0);
 }
 
-TEST(HandlerThread, ImpossibleAffinityThrowsFromTheConstructor) {
+TEST(handler_thread, impossible_affinity_throws_from_the_constructor) {
   handler_thread::options opts;
   opts.cpu = 1u << 20;
   EXPECT_THROW(handler_thread thread(opts), std::system_error);
 }
 
-TEST(HandlerThread, EventLoopIsUsableFromPostedWork) {
+TEST(handler_thread, event_loop_is_usable_from_posted_work) {
   handler_thread thread;
   auto loop = thread.get_event_loop();
   ASSERT_NE(loop, nullptr);
@@ -334,7 +334,7 @@ TEST(HandlerThread, EventLoopIsUsableFromPostedWork) {
   thread.join();
 }
 
-TEST(HandlerThread, SerialTokenTasksOnTwoThreadsNeverOverlapAndKeepOrder) {
+TEST(handler_thread, serial_token_tasks_on_two_threads_never_overlap_and_keep_order) {
   handler_thread first;
   handler_thread second;
   cyan::dispatch::serial_token token;
@@ -389,7 +389,7 @@ TEST(handler_thread, stop_drain_runs_a_token_task_handed_over_after_the_stop) {
   EXPECT_EQ(t.pending(), 0u);
 }
 
-TEST(HandlerThread, StatsCountPostedExecutedAndQueued) {
+TEST(handler_thread, stats_count_posted_executed_and_queued) {
   handler_thread thread;
   gate blocked;
   blocked.block(thread);
@@ -421,7 +421,7 @@ std::chrono::nanoseconds cpu_used_while_idle(std::chrono::milliseconds wall) {
   return cyan::test::cpu_time(CLOCK_PROCESS_CPUTIME_ID) - before;
 }
 
-TEST(HandlerThread, AnIdleThreadUsesNoCpu) {
+TEST(handler_thread, an_idle_thread_uses_no_cpu) {
   handler_thread thread;
   thread.post_awaitable([] {}).get();  // it has worked, spun and gone to sleep since
   const auto used = cpu_used_while_idle(1000ms);
@@ -430,7 +430,7 @@ TEST(HandlerThread, AnIdleThreadUsesNoCpu) {
 
 // A thread that its loop woke (io here) polls the loop without sleeping while events keep
 // coming; the first poll that finds nothing must put it back to sleep, not keep it polling.
-TEST(HandlerThread, AThreadWokenByIoSleepsAgainOnceNothingIsReady) {
+TEST(handler_thread, a_thread_woken_by_io_sleeps_again_once_nothing_is_ready) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   handler_thread thread;
@@ -601,7 +601,7 @@ TEST(handler_thread, a_stopped_thread_waiting_for_a_token_hand_over_serves_and_s
   EXPECT_EQ(token.pending(), 0u);
 }
 
-TEST(HandlerThread, DestructorDrainsAndJoins) {
+TEST(handler_thread, destructor_drains_and_joins) {
   std::atomic<int> ran{ 0 };
   {
     handler_thread thread;
@@ -612,7 +612,7 @@ TEST(HandlerThread, DestructorDrainsAndJoins) {
   EXPECT_EQ(ran.load(), 100);
 }
 
-TEST(HandlerThread, ManyShortLivedThreadsFromOneProducer) {
+TEST(handler_thread, many_short_lived_threads_from_one_producer) {
   // Each thread gets a lane from this producer; the producer's cache must forget the lanes of
   // destroyed threads (asan checks for leaks and use-after-free).
   int total = 0;
@@ -628,7 +628,7 @@ TEST(HandlerThread, ManyShortLivedThreadsFromOneProducer) {
 // Each producer posts more than kPromoteAfter times, so it gets a lane; once it has exited and
 // its lane is empty, the thread retires the lane. Expect the live-lane count up by one while a
 // producer is alive, and back to its baseline once they all exited.
-TEST(HandlerThread, LanesOfExitedProducersAreRetired) {
+TEST(handler_thread, lanes_of_exited_producers_are_retired) {
   handler_thread thread;
   std::atomic<int> ran{ 0 };
   const std::uint64_t baseline = thread.stats().lanes;

@@ -23,9 +23,9 @@ using cyan::event::async;
 using cyan::test::run_once_until;
 using cyan::test::run_until_stopped;
 
-class AsyncTest : public cyan::test::fresh_loop_test {};
+class event_async_test : public cyan::test::fresh_loop_test {};
 
-TEST_F(AsyncTest, SendsBeforeTheLoopRunsCoalesceIntoOneCallback) {
+TEST_F(event_async_test, sends_before_the_loop_runs_coalesce_into_one_callback) {
   int callbacks = 0;
   async a{ loop_ };
   a.set_callback([&] { ++callbacks; });
@@ -40,7 +40,7 @@ TEST_F(AsyncTest, SendsBeforeTheLoopRunsCoalesceIntoOneCallback) {
   EXPECT_EQ(callbacks, 1);
 }
 
-TEST_F(AsyncTest, ASendWhileStoppedIsDeliveredOnStart) {
+TEST_F(event_async_test, a_send_while_stopped_is_delivered_on_start) {
   int callbacks = 0;
   async a{ loop_ };
   a.set_callback([&] { ++callbacks; });
@@ -65,7 +65,7 @@ TEST_F(AsyncTest, ASendWhileStoppedIsDeliveredOnStart) {
 // Four threads each hand over CYAN_STRESS_ITEMS pieces of work (counted in `handed_over`) and
 // send after each. The callback only reads the counter; since every send() publishes what its
 // sender did before it, the callback after the last send must see every piece.
-TEST_F(AsyncTest, EveryPieceOfWorkHandedOverIsObserved) {
+TEST_F(event_async_test, every_piece_of_work_handed_over_is_observed) {
   constexpr int kSenders = 4;
   const std::uint64_t per_sender = cyan::test::env_or("CYAN_STRESS_ITEMS", 100'000);
   const std::uint64_t total = per_sender * kSenders;
@@ -120,7 +120,7 @@ TEST_F(AsyncTest, EveryPieceOfWorkHandedOverIsObserved) {
 
 // libev is not built with ThreadSanitizer, so only cyan's own atomics can show TSan that the
 // callback happens after the send(): a plain value handed over this way must not be reported.
-TEST_F(AsyncTest, APlainValueWrittenBeforeSendIsVisibleInTheCallback) {
+TEST_F(event_async_test, a_plain_value_written_before_send_is_visible_in_the_callback) {
   std::vector<int> payload;
   std::vector<int> received;
   async a{ loop_ };
@@ -145,7 +145,7 @@ extern "C" void send_from_signal_handler(int) {
   g_signalled->send();
 }
 
-TEST_F(AsyncTest, SendIsSafeFromASignalHandler) {
+TEST_F(event_async_test, send_is_safe_from_a_signal_handler) {
   int callbacks = 0;
   async a{ loop_ };
   a.set_callback([&] { ++callbacks; });
@@ -164,7 +164,7 @@ TEST_F(AsyncTest, SendIsSafeFromASignalHandler) {
   EXPECT_EQ(callbacks, 1);
 }
 
-TEST_F(AsyncTest, MovingKeepsTheCallbackAndAPendingSend) {
+TEST_F(event_async_test, moving_keeps_the_callback_and_a_pending_send) {
   int original_calls = 0;
   int moved_calls = 0;
   async a{ loop_ };

@@ -18,9 +18,9 @@ using namespace std::chrono_literals;
 using cyan::event::idle;
 using cyan::test::run_until_stopped;
 
-class IdleTest : public cyan::test::fresh_loop_test {};
+class idle_test : public cyan::test::fresh_loop_test {};
 
-TEST_F(IdleTest, StopsItself) {
+TEST_F(idle_test, stops_itself) {
   int calls = 0;
   idle i{ loop_ };
   i.set_callback([&] {
@@ -35,7 +35,7 @@ TEST_F(IdleTest, StopsItself) {
   EXPECT_FALSE(i.is_active());
 }
 
-TEST_F(IdleTest, RunsEveryRoundWhileActiveWithoutBlocking) {
+TEST_F(idle_test, runs_every_round_while_active_without_blocking) {
   // A 1-hour timer would block the loop; an active idle watcher keeps it turning.
   cyan::event::timer far{ loop_ };
   far.set_timeout(1h);
@@ -53,7 +53,7 @@ TEST_F(IdleTest, RunsEveryRoundWhileActiveWithoutBlocking) {
   EXPECT_EQ(calls, 100);
 }
 
-TEST_F(IdleTest, WaitsWhileOtherCallbacksAreDue) {
+TEST_F(idle_test, waits_while_other_callbacks_are_due) {
   // The pipe stays readable (nobody reads it), so its watcher is due every round until it stops
   // itself after 50 rounds; only then may the idle watcher run.
   int fds[2];
@@ -83,7 +83,7 @@ TEST_F(IdleTest, WaitsWhileOtherCallbacksAreDue) {
   ::close(fds[1]);
 }
 
-TEST_F(IdleTest, MovedIdleKeepsRunningWithItsCallback) {
+TEST_F(idle_test, moved_idle_keeps_running_with_its_callback) {
   int calls = 0;
   idle original{ loop_ };
   original.set_callback([&] {

@@ -31,9 +31,9 @@ struct descriptor_pair {
   }
 };
 
-class IoTest : public cyan::test::fresh_loop_test {};
+class io_test : public cyan::test::fresh_loop_test {};
 
-TEST_F(IoTest, PipeBecomesReadable) {
+TEST_F(io_test, pipe_becomes_readable) {
   descriptor_pair pipe_ends;
   ASSERT_EQ(::pipe(pipe_ends.fds), 0);
   std::vector<io::events> reported;
@@ -59,7 +59,7 @@ TEST_F(IoTest, PipeBecomesReadable) {
   EXPECT_EQ(received, 'x');
 }
 
-TEST_F(IoTest, PipeIsWritable) {
+TEST_F(io_test, pipe_is_writable) {
   descriptor_pair pipe_ends;
   ASSERT_EQ(::pipe(pipe_ends.fds), 0);
   std::vector<io::events> reported;
@@ -76,7 +76,7 @@ TEST_F(IoTest, PipeIsWritable) {
   EXPECT_EQ(reported, std::vector<io::events>{ io::write });
 }
 
-TEST_F(IoTest, ReportsExactlyTheReadyEventsOfTheInterest) {
+TEST_F(io_test, reports_exactly_the_ready_events_of_the_interest) {
   descriptor_pair sockets;
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets.fds), 0);
   std::vector<io::events> reported;
@@ -101,7 +101,7 @@ TEST_F(IoTest, ReportsExactlyTheReadyEventsOfTheInterest) {
   EXPECT_FALSE(cyan::event::has(reported[0], io::read));
 }
 
-TEST_F(IoTest, ChangingInterestWhileActiveAppliesAtOnce) {
+TEST_F(io_test, changing_interest_while_active_applies_at_once) {
   descriptor_pair sockets;
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets.fds), 0);
   std::vector<io::events> reported;
@@ -124,7 +124,7 @@ TEST_F(IoTest, ChangingInterestWhileActiveAppliesAtOnce) {
   EXPECT_EQ(reported, (std::vector<io::events>{ io::write, io::read }));
 }
 
-TEST_F(IoTest, MovedActiveWatcherKeepsWatching) {
+TEST_F(io_test, moved_active_watcher_keeps_watching) {
   descriptor_pair pipe_ends;
   ASSERT_EQ(::pipe(pipe_ends.fds), 0);
   int calls = 0;
@@ -146,7 +146,7 @@ TEST_F(IoTest, MovedActiveWatcherKeepsWatching) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST_F(IoTest, RejectsADescriptorThatIsNotOpen) {
+TEST_F(io_test, rejects_a_descriptor_that_is_not_open) {
   // libev treats a closed descriptor under a watcher as a program bug (Debian's build aborts),
   // so set_file_descriptor() refuses one up front.
   descriptor_pair pipe_ends;
@@ -164,7 +164,7 @@ TEST_F(IoTest, RejectsADescriptorThatIsNotOpen) {
   EXPECT_EQ(watcher.file_descriptor(), -1);
 }
 
-TEST_F(IoTest, RejectsBadArguments) {
+TEST_F(io_test, rejects_bad_arguments) {
   io watcher{ loop_ };
   EXPECT_EQ(watcher.file_descriptor(), -1);
   EXPECT_EQ(watcher.interest(), io::events::none);

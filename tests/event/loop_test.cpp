@@ -26,7 +26,7 @@ using cyan::event::loop;
 using cyan::event::timer;
 using cyan::test::run_until_stopped;
 
-TEST(LoopTest, MainLoopIsOneLoopOwnedByTheMainThread) {
+TEST(loop, main_loop_is_one_loop_owned_by_the_main_thread) {
   ASSERT_EQ(::gettid(), ::getpid()) << "gtest runs tests on the process's main thread";
   const std::shared_ptr<loop> main_loop = cyan::event::get_main_loop();
   EXPECT_EQ(main_loop, cyan::event::get_main_loop());
@@ -39,7 +39,7 @@ TEST(LoopTest, MainLoopIsOneLoopOwnedByTheMainThread) {
   EXPECT_FALSE(main_is_loop_thread_elsewhere);
 }
 
-TEST(LoopTest, OtherThreadsGetTheirOwnLoopReleasedWhenTheyExit) {
+TEST(loop, other_threads_get_their_own_loop_released_when_they_exit) {
   std::weak_ptr<loop> thread_loop;
   bool same_on_second_call = false;
   bool is_main = true;
@@ -57,7 +57,7 @@ TEST(LoopTest, OtherThreadsGetTheirOwnLoopReleasedWhenTheyExit) {
   EXPECT_TRUE(thread_loop.expired()) << "the thread's loop must be released when it exits";
 }
 
-TEST(LoopTest, StopBeforeStartMakesTheNextStartReturnAtOnce) {
+TEST(loop, stop_before_start_makes_the_next_start_return_at_once) {
   auto l = std::make_shared<loop>();
   l->stop();
   EXPECT_TRUE(run_until_stopped(l)) << "run() waited despite the earlier stop()";
@@ -75,7 +75,7 @@ TEST(LoopTest, StopBeforeStartMakesTheNextStartReturnAtOnce) {
   EXPECT_TRUE(stopper_fired);
 }
 
-TEST(LoopTest, StartIsTheDeprecatedOldNameOfRun) {
+TEST(loop, start_is_the_deprecated_old_name_of_run) {
   // start() must still run the loop until stop(): the timer's callback runs inside it, and the
   // loop is in its round while it does.
   auto l = std::make_shared<loop>();
@@ -98,7 +98,7 @@ TEST(LoopTest, StartIsTheDeprecatedOldNameOfRun) {
   EXPECT_FALSE(l->in_round());
 }
 
-TEST(LoopTest, StopFromAnotherThreadWakesAWaitingLoop) {
+TEST(loop, stop_from_another_thread_wakes_a_waiting_loop) {
   auto l = std::make_shared<loop>();
   std::atomic<bool> running{ false };
   timer announce{ l };
@@ -116,7 +116,7 @@ TEST(LoopTest, StopFromAnotherThreadWakesAWaitingLoop) {
   EXPECT_TRUE(stopped) << "stop() from another thread did not wake the loop";
 }
 
-TEST(LoopTest, StopFromACallbackEndsTheRun) {
+TEST(loop, stop_from_a_callback_ends_the_run) {
   auto l = std::make_shared<loop>();
   int ticks = 0;
   timer ticker{ l };
@@ -133,7 +133,7 @@ TEST(LoopTest, StopFromACallbackEndsTheRun) {
   EXPECT_TRUE(ticker.is_active()) << "stopping the loop leaves its watchers alone";
 }
 
-TEST(LoopTest, RunNowaitRunsOnlyWhatIsReady) {
+TEST(loop, run_nowait_runs_only_what_is_ready) {
   auto l = std::make_shared<loop>();
   l->run_nowait();  // nothing to do: must not block
 
@@ -147,7 +147,7 @@ TEST(LoopTest, RunNowaitRunsOnlyWhatIsReady) {
   EXPECT_TRUE(fired);
 }
 
-TEST(LoopTest, InRoundIsTrueOnlyInsideTheLoopsCallbacks) {
+TEST(loop, in_round_is_true_only_inside_the_loops_callbacks) {
   auto l = std::make_shared<loop>();
   EXPECT_FALSE(l->in_round());
   std::vector<bool> seen;
@@ -166,7 +166,7 @@ TEST(LoopTest, InRoundIsTrueOnlyInsideTheLoopsCallbacks) {
   EXPECT_EQ(seen, (std::vector<bool>{ true, true }));
 }
 
-TEST(LoopTest, RunOnceWaitsForAnEvent) {
+TEST(loop, run_once_waits_for_an_event) {
   auto l = std::make_shared<loop>();
   bool fired = false;
   timer later{ l };
@@ -184,7 +184,7 @@ TEST(LoopTest, RunOnceWaitsForAnEvent) {
   EXPECT_LE(rounds, 10) << "run_once() should block until the timer is due, not spin";
 }
 
-TEST(LoopTest, RunningFromACallbackIsALogicError) {
+TEST(loop, running_from_a_callback_is_a_logic_error) {
   auto l = std::make_shared<loop>();
   std::string error;
   l->set_error_handler([&](std::exception_ptr e) {
@@ -208,7 +208,7 @@ TEST(LoopTest, RunningFromACallbackIsALogicError) {
   EXPECT_NE(error.find("from one of the loop's callbacks"), std::string::npos) << error;
 }
 
-TEST(LoopTest, ExceptionsFromCallbacksReachTheErrorHandlerAndTheLoopGoesOn) {
+TEST(loop, exceptions_from_callbacks_reach_the_error_handler_and_the_loop_goes_on) {
   auto l = std::make_shared<loop>();
   std::vector<std::string> errors;
   l->set_error_handler([&](std::exception_ptr e) {
@@ -241,7 +241,7 @@ TEST(LoopTest, ExceptionsFromCallbacksReachTheErrorHandlerAndTheLoopGoesOn) {
   EXPECT_EQ(errors, (std::vector<std::string>{ "boom", "int 42" }));
 }
 
-TEST(LoopTest, DefaultErrorHandlerPrintsAndAThrowingHandlerIsReported) {
+TEST(loop, default_error_handler_prints_and_a_throwing_handler_is_reported) {
   auto l = std::make_shared<loop>();
   timer thrower{ l };
   thrower.set_callback([] { throw std::runtime_error("printed by default"); });
@@ -266,7 +266,7 @@ TEST(LoopTest, DefaultErrorHandlerPrintsAndAThrowingHandlerIsReported) {
   EXPECT_NE(output.find("a callback threw: printed by default"), std::string::npos) << output;
 }
 
-TEST(LoopTest, NowAdvancesWithTheLoop) {
+TEST(loop, now_advances_with_the_loop) {
   auto l = std::make_shared<loop>();
   const loop::clock::time_point before = l->now();
   timer stopper{ l };
@@ -278,7 +278,7 @@ TEST(LoopTest, NowAdvancesWithTheLoop) {
   EXPECT_LE(l->now(), loop::clock::now());
 }
 
-TEST(LoopTest, ALoopIsReboundToTheThreadThatFirstRunsIt) {
+TEST(loop, a_loop_is_rebound_to_the_thread_that_first_runs_it) {
   auto l = std::make_shared<loop>();
   EXPECT_TRUE(l->is_loop_thread()) << "the creating thread owns a loop until it first runs";
   bool owned_in_callback = false;
@@ -329,7 +329,7 @@ void expect_backend_works(backend chosen) {
   ::close(fds[1]);
 }
 
-TEST(LoopTest, BackendSelection) {
+TEST(loop, backend_selection) {
   const std::vector<backend> supported = loop::supported_backends();
   const std::vector<backend> recommended = loop::recommended_backends();
   const auto contains = [](const std::vector<backend>& set, backend value) {
@@ -358,7 +358,7 @@ TEST(LoopTest, BackendSelection) {
   }
 }
 
-TEST(LoopTest, BackendNames) {
+TEST(loop, backend_names) {
   EXPECT_EQ(cyan::event::to_string(backend::automatic), "automatic");
   EXPECT_EQ(cyan::event::to_string(backend::epoll), "epoll");
   EXPECT_EQ(cyan::event::to_string(backend::io_uring), "io_uring");
@@ -367,7 +367,7 @@ TEST(LoopTest, BackendNames) {
 }
 
 #ifndef NDEBUG
-TEST(LoopDeathTest, LoopThreadOnlyCallsAssertInDebugBuilds) {
+TEST(loop_DeathTest, loop_thread_only_calls_assert_in_debug_builds) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {

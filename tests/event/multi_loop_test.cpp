@@ -103,7 +103,7 @@ void run_thread_loop(thread_result& result, inbox_slot& inbox) {
   inbox.close();
 }
 
-TEST(MultiLoopTest, EightLoopsRunSideBySideWithoutCrossTalk) {
+TEST(multi_loop, eight_loops_run_side_by_side_without_cross_talk) {
   std::vector<thread_result> results(kThreads);
   std::vector<inbox_slot> inboxes(kThreads);
   std::vector<std::thread> threads;

@@ -18,7 +18,7 @@ namespace {
 using cyan::event::loop;
 using cyan::test::run_once_until;
 
-class SignalTest : public testing::Test {
+class signal_test : public testing::Test {
  protected:
   // The main loop lives on; every test must give back the references its watchers took.
   void TearDown() override {
@@ -35,7 +35,7 @@ class SignalTest : public testing::Test {
   long baseline_ = main_loop_.use_count();
 };
 
-TEST_F(SignalTest, SeesEveryRaisedSignalOnTheMainThread) {
+TEST_F(signal_test, sees_every_raised_signal_on_the_main_thread) {
   constexpr int kRaises = 10;
   int seen = 0;
   bool on_loop_thread = true;
@@ -57,7 +57,7 @@ TEST_F(SignalTest, SeesEveryRaisedSignalOnTheMainThread) {
   EXPECT_TRUE(handler_is_default(SIGUSR1)) << "libev restores the default once none watches";
 }
 
-TEST_F(SignalTest, AllWatchersOfOneNumberRun) {
+TEST_F(signal_test, all_watchers_of_one_number_run) {
   int first = 0;
   int second = 0;
   cyan::event::signal a{ main_loop_ };
@@ -77,7 +77,7 @@ TEST_F(SignalTest, AllWatchersOfOneNumberRun) {
   EXPECT_EQ(first, 1);
 }
 
-TEST_F(SignalTest, MovingAnActiveWatcherKeepsTheHandlerInstalled) {
+TEST_F(signal_test, moving_an_active_watcher_keeps_the_handler_installed) {
   int seen = 0;
   cyan::event::signal original{ main_loop_ };
   original.set_number(SIGUSR1);
@@ -91,7 +91,7 @@ TEST_F(SignalTest, MovingAnActiveWatcherKeepsTheHandlerInstalled) {
   ASSERT_TRUE(run_once_until(main_loop_, [&] { return seen == 1; }));
 }
 
-TEST_F(SignalTest, ChangingTheNumberOfAnActiveWatcherRestartsIt) {
+TEST_F(signal_test, changing_the_number_of_an_active_watcher_restarts_it) {
   int seen = 0;
   cyan::event::signal watcher{ main_loop_ };
   watcher.set_number(SIGUSR1);
@@ -104,7 +104,7 @@ TEST_F(SignalTest, ChangingTheNumberOfAnActiveWatcherRestartsIt) {
   ASSERT_TRUE(run_once_until(main_loop_, [&] { return seen == 1; }));
 }
 
-TEST_F(SignalTest, OnlyTheMainLoopMayOwnSignalWatchers) {
+TEST_F(signal_test, only_the_main_loop_may_own_signal_watchers) {
   auto other = std::make_shared<loop>();
   try {
     cyan::event::signal refused{ other };
@@ -129,7 +129,7 @@ TEST_F(SignalTest, OnlyTheMainLoopMayOwnSignalWatchers) {
   EXPECT_THROW(cyan::event::signal{ nullptr }, std::invalid_argument);
 }
 
-TEST_F(SignalTest, RejectsNumbersThatCannotBeCaughtAndStartWithoutANumber) {
+TEST_F(signal_test, rejects_numbers_that_cannot_be_caught_and_start_without_a_number) {
   cyan::event::signal watcher{ main_loop_ };
   EXPECT_EQ(watcher.number(), 0);
   EXPECT_THROW(watcher.start(), std::logic_error);

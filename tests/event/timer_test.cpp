@@ -20,7 +20,7 @@ using cyan::event::timer;
 using cyan::test::run_until_stopped;
 using clock_type = loop::clock;
 
-class TimerTest : public cyan::test::fresh_loop_test {
+class timer_test : public cyan::test::fresh_loop_test {
  protected:
   // Stops the loop `after` from now; the timer must live until the run ends.
   timer stopper(clock_type::duration after) {
@@ -32,7 +32,7 @@ class TimerTest : public cyan::test::fresh_loop_test {
   }
 };
 
-TEST_F(TimerTest, OneShotFiresOnceNotBeforeItsTimeout) {
+TEST_F(timer_test, one_shot_fires_once_not_before_its_timeout) {
   int fired = 0;
   clock_type::time_point fired_at;
   timer t{ loop_ };
@@ -51,7 +51,7 @@ TEST_F(TimerTest, OneShotFiresOnceNotBeforeItsTimeout) {
   EXPECT_FALSE(t.is_pending());
 }
 
-TEST_F(TimerTest, SubMillisecondTimeoutsAreKept) {
+TEST_F(timer_test, sub_millisecond_timeouts_are_kept) {
   timer t{ loop_ };
   t.set_timeout(300us);
   EXPECT_DOUBLE_EQ(t.timeout().count(), 0.0003);
@@ -69,7 +69,7 @@ TEST_F(TimerTest, SubMillisecondTimeoutsAreKept) {
 // A repeating sub-millisecond timer takes the loop's precise-wake path (a timerfd on epoll and
 // poll) on every expiry; a stopped one leaves it armed for nothing. Expect exactly 20 expiries,
 // the k-th no earlier than k intervals after the start, and a stopped timer silent.
-TEST_F(TimerTest, SubMillisecondRepeatsFireEveryIntervalNeverEarly) {
+TEST_F(timer_test, sub_millisecond_repeats_fire_every_interval_never_early) {
   constexpr int kExpiries = 20;
   timer t{ loop_ };
   timer stopped{ loop_ };
@@ -99,7 +99,7 @@ TEST_F(TimerTest, SubMillisecondRepeatsFireEveryIntervalNeverEarly) {
   EXPECT_FALSE(stopped_fired);
 }
 
-TEST_F(TimerTest, RepeatsUntilStoppedInsideItsOwnCallback) {
+TEST_F(timer_test, repeats_until_stopped_inside_its_own_callback) {
   int ticks = 0;
   timer t{ loop_ };
   t.set_timeout(1ms);
@@ -120,7 +120,7 @@ TEST_F(TimerTest, RepeatsUntilStoppedInsideItsOwnCallback) {
   EXPECT_FALSE(t.is_active());
 }
 
-TEST_F(TimerTest, ZeroTimeoutFiresInTheNextRound) {
+TEST_F(timer_test, zero_timeout_fires_in_the_next_round) {
   bool fired = false;
   timer t{ loop_ };
   t.set_callback([&] {
@@ -132,7 +132,7 @@ TEST_F(TimerTest, ZeroTimeoutFiresInTheNextRound) {
   EXPECT_TRUE(fired);
 }
 
-TEST_F(TimerTest, StartingTwiceFiresOnce) {
+TEST_F(timer_test, starting_twice_fires_once) {
   int fired = 0;
   timer t{ loop_ };
   t.set_timeout(5ms);
@@ -145,7 +145,7 @@ TEST_F(TimerTest, StartingTwiceFiresOnce) {
   EXPECT_EQ(fired, 1);
 }
 
-TEST_F(TimerTest, StoppedTimerNeverFiresAndCanBeRestarted) {
+TEST_F(timer_test, stopped_timer_never_fires_and_can_be_restarted) {
   int fired = 0;
   timer t{ loop_ };
   t.set_timeout(5ms);
@@ -168,7 +168,7 @@ TEST_F(TimerTest, StoppedTimerNeverFiresAndCanBeRestarted) {
   EXPECT_EQ(fired, 1);
 }
 
-TEST_F(TimerTest, ResetPushesTheDeadline) {
+TEST_F(timer_test, reset_pushes_the_deadline) {
   // An inactivity timeout of 50 ms, reset three times 20 ms apart, may only fire 50 ms after
   // the last reset.
   timer inactivity{ loop_ };
@@ -199,7 +199,7 @@ TEST_F(TimerTest, ResetPushesTheDeadline) {
   EXPECT_FALSE(inactivity.is_active());
 }
 
-TEST_F(TimerTest, ResetStartsAnInactiveTimerAndDropsAnUndeliveredExpiry) {
+TEST_F(timer_test, reset_starts_an_inactive_timer_and_drops_an_undelivered_expiry) {
   int fired = 0;
   timer t{ loop_ };
   t.set_timeout(2ms);
@@ -213,7 +213,7 @@ TEST_F(TimerTest, ResetStartsAnInactiveTimerAndDropsAnUndeliveredExpiry) {
   EXPECT_EQ(fired, 1);
 }
 
-TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
+TEST_F(timer_test, equal_deadlines_fire_in_start_order) {
   // Timers started by one callback with equal timeouts mostly expire in the same round, whose
   // events libev alone would not run in start order.
   constexpr int kTimers = 16;
@@ -246,7 +246,7 @@ TEST_F(TimerTest, EqualDeadlinesFireInStartOrder) {
   EXPECT_EQ(order, expected);
 }
 
-TEST_F(TimerTest, AStoppedTimerDoesNotFireFromTheSameRound) {
+TEST_F(timer_test, a_stopped_timer_does_not_fire_from_the_same_round) {
   // Both mostly expire in one round; whichever runs first stops the other, which must not run.
   int first = 0;
   int second = 0;
@@ -274,7 +274,7 @@ TEST_F(TimerTest, AStoppedTimerDoesNotFireFromTheSameRound) {
   EXPECT_EQ(second, 0);
 }
 
-TEST_F(TimerTest, MovingAnActiveTimerKeepsItsDeadlineAndCallback) {
+TEST_F(timer_test, moving_an_active_timer_keeps_its_deadline_and_callback) {
   int fired = 0;
   clock_type::time_point fired_at;
   timer original{ loop_ };
@@ -302,7 +302,7 @@ TEST_F(TimerTest, MovingAnActiveTimerKeepsItsDeadlineAndCallback) {
   EXPECT_GE(fired_at - started, 20ms);
 }
 
-TEST_F(TimerTest, ATimerMayDestroyItselfInItsCallback) {
+TEST_F(timer_test, a_timer_may_destroy_itself_in_its_callback) {
   int fired = 0;
   auto owned = std::make_unique<timer>(loop_);
   owned->set_timeout(1ms);
@@ -318,7 +318,7 @@ TEST_F(TimerTest, ATimerMayDestroyItselfInItsCallback) {
   EXPECT_EQ(owned, nullptr);
 }
 
-TEST_F(TimerTest, RemainingCountsDown) {
+TEST_F(timer_test, remaining_counts_down) {
   timer t{ loop_ };
   EXPECT_EQ(t.remaining(), timer::duration(0));
   t.set_timeout(10s);
@@ -329,7 +329,7 @@ TEST_F(TimerTest, RemainingCountsDown) {
   EXPECT_EQ(t.remaining(), timer::duration(0));
 }
 
-TEST_F(TimerTest, RejectsNegativeDurationsAndNullLoops) {
+TEST_F(timer_test, rejects_negative_durations_and_null_loops) {
   timer t{ loop_ };
   EXPECT_THROW(t.set_timeout(-1ms), std::invalid_argument);
   EXPECT_THROW(t.set_repeat(-1ms), std::invalid_argument);

@@ -45,7 +45,7 @@ struct self_aware {
 static_assert(cyan::event::detail::wheel_stores_inline<self_aware>);
 static_assert(!std::is_trivially_copyable_v<self_aware>);
 
-class TimerWheelCore : public testing::Test {
+class timer_wheel_core_test : public testing::Test {
  protected:
   void SetUp() override { lifecycle::reset(); }
   void TearDown() override { EXPECT_EQ(lifecycle::live(), 0) << "a callback was not destroyed"; }
@@ -65,7 +65,7 @@ class TimerWheelCore : public testing::Test {
   std::vector<run> ran_;
 };
 
-TEST_F(TimerWheelCore, RunsEntriesAtTheirDueTickInDueThenPostOrder) {
+TEST_F(timer_wheel_core_test, runs_entries_at_their_due_tick_in_due_then_post_order) {
   record_at(5, 0);
   record_at(3, 1);
   record_at(5, 2);
@@ -83,7 +83,7 @@ TEST_F(TimerWheelCore, RunsEntriesAtTheirDueTickInDueThenPostOrder) {
   EXPECT_EQ(wheel_.next_event(), core::kNever);
 }
 
-TEST_F(TimerWheelCore, ADueTickNotAfterNowRunsOnTheNextTick) {
+TEST_F(timer_wheel_core_test, a_due_tick_not_after_now_runs_on_the_next_tick) {
   wheel_.advance_to(10);
   record_at(10, 0);
   record_at(0, 1);
@@ -93,7 +93,7 @@ TEST_F(TimerWheelCore, ADueTickNotAfterNowRunsOnTheNextTick) {
   EXPECT_EQ(ran_, (std::vector<run>{ { 0, 11 }, { 1, 11 } }));
 }
 
-TEST_F(TimerWheelCore, ZeroDelayRepostFromACallbackRunsOncePerTick) {
+TEST_F(timer_wheel_core_test, zero_delay_repost_from_a_callback_runs_once_per_tick) {
   // Each run re-posts itself for "now": it must run once per tick, not loop within one.
   std::vector<tick> runs;
   std::function<void()> again = [&] {
@@ -112,7 +112,7 @@ TEST_F(TimerWheelCore, ZeroDelayRepostFromACallbackRunsOncePerTick) {
   EXPECT_EQ(runs.size(), 1000u);
 }
 
-TEST_F(TimerWheelCore, CancelReportsWhetherItRemovedAnEntry) {
+TEST_F(timer_wheel_core_test, cancel_reports_whether_it_removed_an_entry) {
   const core::id_type pending = record_at(7, 0);
   const core::id_type fired = record_at(2, 1);
   EXPECT_FALSE(wheel_.cancel(0)) << "id 0 is never issued";
@@ -127,7 +127,7 @@ TEST_F(TimerWheelCore, CancelReportsWhetherItRemovedAnEntry) {
   EXPECT_TRUE(wheel_.empty());
 }
 
-TEST_F(TimerWheelCore, IdsOfSentinelsFreeAndNeverUsedNodesAreUnknown) {
+TEST_F(timer_wheel_core_test, ids_of_sentinels_free_and_never_used_nodes_are_unknown) {
   const core::id_type live = record_at(5, 0);
   const auto index = static_cast<std::uint32_t>(live);
   for (std::uint64_t generation = 0; generation < 4; ++generation) {
@@ -150,7 +150,7 @@ TEST_F(TimerWheelCore, IdsOfSentinelsFreeAndNeverUsedNodesAreUnknown) {
 
 // cancel() leaves a slot it empties marked; next_event() must look past such slots, on every
 // level, and processing must not run or cascade anything from them.
-TEST_F(TimerWheelCore, SlotsEmptiedByCancelDoNotBringTheNextEventForward) {
+TEST_F(timer_wheel_core_test, slots_emptied_by_cancel_do_not_bring_the_next_event_forward) {
   const core::id_type near = record_at(5, 0);    // level 0, slot 5
   record_at(40, 1);                              // level 0, slot 40
   const core::id_type mid = record_at(100, 2);   // level 1, slot 1 (cascades at 64)
@@ -183,7 +183,7 @@ TEST_F(TimerWheelCore, SlotsEmptiedByCancelDoNotBringTheNextEventForward) {
 // Taking out a list's first entry leaves its successor's prev stale (see the class comment);
 // cancelling first, middle and last entries in turn, and appending in between, must still leave
 // the list exact.
-TEST_F(TimerWheelCore, CancellingFirstMiddleAndLastEntriesKeepsAListExact) {
+TEST_F(timer_wheel_core_test, cancelling_first_middle_and_last_entries_keeps_a_list_exact) {
   std::array<core::id_type, 6> ids{};
   for (int tag = 0; tag < 6; ++tag) {  // A..F = 0..5, all due at tick 5: one list
     ids[static_cast<std::size_t>(tag)] = record_at(5, tag);
@@ -205,7 +205,7 @@ TEST_F(TimerWheelCore, CancellingFirstMiddleAndLastEntriesKeepsAListExact) {
   EXPECT_TRUE(wheel_.empty());
 }
 
-TEST_F(TimerWheelCore, ACallbackMayCancelItselfAndOthersDueInTheSameTick) {
+TEST_F(timer_wheel_core_test, a_callback_may_cancel_itself_and_others_due_in_the_same_tick) {
   core::id_type self = 0;
   core::id_type later_same_tick = 0;
   core::id_type next_tick = 0;
@@ -224,7 +224,7 @@ TEST_F(TimerWheelCore, ACallbackMayCancelItselfAndOthersDueInTheSameTick) {
   EXPECT_EQ(ran_, (std::vector<run>{ { 3, 4 } }));
 }
 
-TEST_F(TimerWheelCore, LongDelaysCascadeThroughEveryLevelAndTheOverflowList) {
+TEST_F(timer_wheel_core_test, long_delays_cascade_through_every_level_and_the_overflow_list) {
   // Default geometry: 6 levels of 64 slots span 2^36 ticks; the last ones overflow.
   const std::vector<tick> due = { 1,
                                   63,
@@ -254,7 +254,7 @@ TEST_F(TimerWheelCore, LongDelaysCascadeThroughEveryLevelAndTheOverflowList) {
   }
 }
 
-TEST_F(TimerWheelCore, AFarEntryCostsOnlyAFewWakeUps) {
+TEST_F(timer_wheel_core_test, a_far_entry_costs_only_a_few_wake_ups) {
   // Stepping from event to event, as the loop timer does: one step per level it cascades
   // through (and per overflow boundary), not one per tick.
   const auto steps_until_run = [&](tick due) {
@@ -271,7 +271,7 @@ TEST_F(TimerWheelCore, AFarEntryCostsOnlyAFewWakeUps) {
   EXPECT_EQ(ran_.size(), 2u);
 }
 
-TEST_F(TimerWheelCore, IdsAreNeverReused) {
+TEST_F(timer_wheel_core_test, ids_are_never_reused) {
   std::set<core::id_type> seen;
   for (int i = 0; i < 2000; ++i) {
     const core::id_type a = record_at(wheel_.now() + 1 + i % 3, i);
@@ -286,7 +286,7 @@ TEST_F(TimerWheelCore, IdsAreNeverReused) {
   EXPECT_EQ(ran_.size(), 1000u);
 }
 
-TEST_F(TimerWheelCore, CallbackExceptionsGoToTheHandlerAndTheTickGoesOn) {
+TEST_F(timer_wheel_core_test, callback_exceptions_go_to_the_handler_and_the_tick_goes_on) {
   wheel_.insert(3, [] { throw std::runtime_error("first"); });
   record_at(3, 1);
   wheel_.insert(3, [] { throw std::logic_error("second"); });
@@ -298,7 +298,7 @@ TEST_F(TimerWheelCore, CallbackExceptionsGoToTheHandlerAndTheTickGoesOn) {
   EXPECT_THROW(std::rethrow_exception(errors_[1]), std::logic_error);
 }
 
-TEST_F(TimerWheelCore, InterruptLeavesTheRestOfTheTickForTheNextAdvance) {
+TEST_F(timer_wheel_core_test, interrupt_leaves_the_rest_of_the_tick_for_the_next_advance) {
   wheel_.insert(6, [&] {
     ran_.push_back({ 0, wheel_.now() });
     wheel_.interrupt();
@@ -315,7 +315,7 @@ TEST_F(TimerWheelCore, InterruptLeavesTheRestOfTheTickForTheNextAdvance) {
   EXPECT_EQ(ran_, (std::vector<run>{ { 0, 6 }, { 1, 6 }, { 2, 6 }, { 3, 7 } }));
 }
 
-TEST_F(TimerWheelCore, EmptyWheelJumpsStraightToTheTarget) {
+TEST_F(timer_wheel_core_test, empty_wheel_jumps_straight_to_the_target) {
   wheel_.advance_to(tick{ 1 } << 45);
   EXPECT_EQ(wheel_.now(), tick{ 1 } << 45);
   EXPECT_EQ(wheel_.next_event(), core::kNever);
@@ -323,7 +323,7 @@ TEST_F(TimerWheelCore, EmptyWheelJumpsStraightToTheTarget) {
   EXPECT_EQ(wheel_.now(), tick{ 1 } << 45) << "time never goes backwards";
 }
 
-TEST_F(TimerWheelCore, DestructionDestroysCallbacksWithoutRunningThem) {
+TEST_F(timer_wheel_core_test, destruction_destroys_callbacks_without_running_them) {
   int runs = 0;
   {
     core wheel{ [](std::exception_ptr) {} };
@@ -360,7 +360,7 @@ TEST_F(TimerWheelCore, DestructionDestroysCallbacksWithoutRunningThem) {
   EXPECT_EQ(lifecycle::live(), 0);
 }
 
-TEST_F(TimerWheelCore, ClosuresOfEverySizeSurviveSlabGrowthAndRunInOrder) {
+TEST_F(timer_wheel_core_test, closures_of_every_size_survive_slab_growth_and_run_in_order) {
   // No reserve(): the slab grows many times while trivially copyable, inline movable and boxed
   // closures are held; each must move correctly, run once in order and be destroyed once.
   constexpr int kEntries = 4998;  // a multiple of 3
@@ -395,7 +395,7 @@ TEST_F(TimerWheelCore, ClosuresOfEverySizeSurviveSlabGrowthAndRunInOrder) {
   EXPECT_TRUE(wheel_.empty());
 }
 
-TEST_F(TimerWheelCore, CancelDestroysTheClosureAtOnceWhateverItsStorage) {
+TEST_F(timer_wheel_core_test, cancel_destroys_the_closure_at_once_whatever_its_storage) {
   int sum = 0;
   auto shared = std::make_shared<lifecycle>(7);
   const core::id_type boxed =
@@ -412,7 +412,7 @@ TEST_F(TimerWheelCore, CancelDestroysTheClosureAtOnceWhateverItsStorage) {
   EXPECT_EQ(sum, 0);
 }
 
-TEST_F(TimerWheelCore, DestructorsAndCallbacksThatInsertMayGrowTheSlab) {
+TEST_F(timer_wheel_core_test, destructors_and_callbacks_that_insert_may_grow_the_slab) {
   // A cancelled inline closure whose destructor inserts enough to move the slab, and a running
   // one that does the same: each reads its own members afterwards, so it must not live in the
   // slab meanwhile (asan reports the use after free otherwise).
@@ -452,7 +452,7 @@ TEST_F(TimerWheelCore, DestructorsAndCallbacksThatInsertMayGrowTheSlab) {
   EXPECT_EQ(self_aware::live, 0);
 }
 
-TEST_F(TimerWheelCore, AClosureWhoseConstructionThrowsAddsNothing) {
+TEST_F(timer_wheel_core_test, a_closure_whose_construction_throws_adds_nothing) {
   record_at(2, 0);
   const lifecycle l(1);
   lifecycle::throw_countdown = 2;  // the capture's copy succeeds, its move into the box throws
@@ -468,7 +468,7 @@ TEST_F(TimerWheelCore, AClosureWhoseConstructionThrowsAddsNothing) {
   EXPECT_EQ(ran_, (std::vector<run>{ { 0, 2 }, { 1, 2 } }));
 }
 
-TEST_F(TimerWheelCore, RejectsUnsupportedGeometryAndEmptyCallbacks) {
+TEST_F(timer_wheel_core_test, rejects_unsupported_geometry_and_empty_callbacks) {
   const auto make = [](unsigned levels, unsigned slot_bits) {
     core wheel([](std::exception_ptr) {}, levels, slot_bits);
   };

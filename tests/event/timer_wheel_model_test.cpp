@@ -277,9 +277,9 @@ void run_against_model(const geometry g, std::uint64_t seed, std::uint64_t opera
   EXPECT_GT(fires, static_cast<std::ptrdiff_t>(operations / 20)) << "the sequence fired too little";
 }
 
-class TimerWheelModel : public ::testing::TestWithParam<geometry> {};
+class timer_wheel_model_test : public ::testing::TestWithParam<geometry> {};
 
-TEST_P(TimerWheelModel, MatchesMinHeapReferenceOnRandomSequences) {
+TEST_P(timer_wheel_model_test, matches_min_heap_reference_on_random_sequences) {
   const std::uint64_t seed = env_or("CYAN_STRESS_SEED", 20240611);
   const std::uint64_t operations = env_or("CYAN_STRESS_ITEMS", 60000);
   // Several seeds derived from one, so a single run covers varied sequences.
@@ -293,7 +293,7 @@ TEST_P(TimerWheelModel, MatchesMinHeapReferenceOnRandomSequences) {
 
 // The default geometry, and small ones where cascades and the overflow list are exercised on
 // nearly every step.
-INSTANTIATE_TEST_SUITE_P(Geometries, TimerWheelModel,
+INSTANTIATE_TEST_SUITE_P(geometries, timer_wheel_model_test,
                          ::testing::Values(geometry{ 6, 6 }, geometry{ 3, 2 }, geometry{ 2, 3 },
                                            geometry{ 1, 1 }, geometry{ 4, 4 }),
                          [](const auto& info) {

@@ -36,7 +36,7 @@ using clock_type = loop::clock;
 /// bug: far above the one-tick promise, which only holds on an unloaded loop.
 constexpr auto kLateness = 400ms;
 
-class TimerWheelTest : public testing::Test {
+class timer_wheel_test : public testing::Test {
  protected:
   void SetUp() override { lifecycle::reset(); }
   // Every test ends with its wheels and watchers gone and every callback destroyed.
@@ -50,7 +50,7 @@ class TimerWheelTest : public testing::Test {
   std::shared_ptr<loop> loop_ = std::make_shared<loop>();
 };
 
-TEST_F(TimerWheelTest, RunsEachEntryNotBeforeItsDelayAndInDueOrder) {
+TEST_F(timer_wheel_test, runs_each_entry_not_before_its_delay_and_in_due_order) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   const std::vector<std::chrono::milliseconds> delays = { 45ms, 5ms, 25ms, 0ms, 15ms };
@@ -85,7 +85,7 @@ struct prefetch_probe {
   void prefetch(unsigned step) const noexcept { ran->emplace_back(index, static_cast<int>(step)); }
 };
 
-TEST_F(TimerWheelTest, DueEntriesAreAskedToPrefetchTwoAndFourPlacesAhead) {
+TEST_F(timer_wheel_test, due_entries_are_asked_to_prefetch_two_and_four_places_ahead) {
   static_assert(cyan::event::detail::wheel_prefetchable<prefetch_probe>);
   // Each post reads the clock: for one due tick, no tick boundary may pass during the posts, so
   // they start right after one, with a whole 50 ms tick ahead of them (a 1 ms tick is too short
@@ -112,7 +112,7 @@ TEST_F(TimerWheelTest, DueEntriesAreAskedToPrefetchTwoAndFourPlacesAhead) {
   EXPECT_EQ(ran, expected);
 }
 
-TEST_F(TimerWheelTest, PostsOutsideTheLoopCountFromNowNotFromTheLoopsLastRound) {
+TEST_F(timer_wheel_test, posts_outside_the_loop_count_from_now_not_from_the_loops_last_round) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   loop_->run_nowait();                // the loop's time is this moment...
@@ -126,7 +126,7 @@ TEST_F(TimerWheelTest, PostsOutsideTheLoopCountFromNowNotFromTheLoopsLastRound) 
 
 // The wheel caches the tick ceiling of a post's clock reading for posts in milliseconds; a post
 // made after the loop's round, 60 ms later, must not reuse it.
-TEST_F(TimerWheelTest, PostsOutsideTheLoopAfterARoundDoNotReuseThatRoundsTime) {
+TEST_F(timer_wheel_test, posts_outside_the_loop_after_a_round_do_not_reuse_that_rounds_time) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   bool posted_in_round = false;
@@ -148,7 +148,7 @@ TEST_F(TimerWheelTest, PostsOutsideTheLoopAfterARoundDoNotReuseThatRoundsTime) {
 
 // A callback that works before it posts leaves the loop's time that much older than the post;
 // the entry still counts from the post.
-TEST_F(TimerWheelTest, PostsFromACallbackCountFromThePostNotFromTheRound) {
+TEST_F(timer_wheel_test, posts_from_a_callback_count_from_the_post_not_from_the_round) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   clock_type::time_point posted{};
@@ -174,7 +174,7 @@ TEST_F(TimerWheelTest, PostsFromACallbackCountFromThePostNotFromTheRound) {
 
 // Posts in later rounds count from their own clock readings too, in every unit (milliseconds
 // take the cached tick ceiling, nanoseconds a division).
-TEST_F(TimerWheelTest, EachPostCountsFromItsOwnTimeInEveryUnit) {
+TEST_F(timer_wheel_test, each_post_counts_from_its_own_time_in_every_unit) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   struct round_posts {
@@ -210,7 +210,7 @@ TEST_F(TimerWheelTest, EachPostCountsFromItsOwnTimeInEveryUnit) {
   }
 }
 
-TEST_F(TimerWheelTest, EqualDelaysRunInPostOrder) {
+TEST_F(timer_wheel_test, equal_delays_run_in_post_order) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   std::vector<int> order;
@@ -227,7 +227,7 @@ TEST_F(TimerWheelTest, EqualDelaysRunInPostOrder) {
 // division-free path where the resolution divides them, the rest divide. Entries due at the same
 // tick run in post order, so each delay is posted as two pairs in opposite unit order: had two
 // units disagreed by a tick, one pair would run reversed.
-TEST_F(TimerWheelTest, EveryUnitOfDelayNamesTheSameDueTick) {
+TEST_F(timer_wheel_test, every_unit_of_delay_names_the_same_due_tick) {
   using std::chrono::duration;
   struct wheel_case {
     timer_wheel::duration resolution;
@@ -270,7 +270,7 @@ TEST_F(TimerWheelTest, EveryUnitOfDelayNamesTheSameDueTick) {
   }
 }
 
-TEST_F(TimerWheelTest, HugeDelaysInAnyUnitAreClampedNotWrapped) {
+TEST_F(timer_wheel_test, huge_delays_in_any_unit_are_clamped_not_wrapped) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   int ran = 0;
@@ -296,7 +296,7 @@ TEST_F(TimerWheelTest, HugeDelaysInAnyUnitAreClampedNotWrapped) {
   EXPECT_FALSE(wheel.is_armed());
 }
 
-TEST_F(TimerWheelTest, CancelReturnsTrueOnlyForAnEntryThatHasNotRun) {
+TEST_F(timer_wheel_test, cancel_returns_true_only_for_an_entry_that_has_not_run) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   int ran = 0;
@@ -314,7 +314,7 @@ TEST_F(TimerWheelTest, CancelReturnsTrueOnlyForAnEntryThatHasNotRun) {
   EXPECT_FALSE(wheel.cancel(kept)) << "already ran";
 }
 
-TEST_F(TimerWheelTest, CallbacksMayPostAndCancel) {
+TEST_F(timer_wheel_test, callbacks_may_post_and_cancel) {
   timer_wheel wheel{ loop_ };
   wheel.start();
   std::vector<std::string> log;
@@ -336,7 +336,7 @@ TEST_F(TimerWheelTest, CallbacksMayPostAndCancel) {
   EXPECT_TRUE(wheel.empty());
 }
 
-TEST_F(TimerWheelTest, ZeroDelayRepostRunsOncePerTickAndDoesNotSpin) {
+TEST_F(timer_wheel_test, zero_delay_repost_runs_once_per_tick_and_does_not_spin) {
   timer_wheel wheel{ loop_, 2ms };
   wheel.start();
   constexpr int kRuns = 20;
@@ -353,7 +353,7 @@ TEST_F(TimerWheelTest, ZeroDelayRepostRunsOncePerTickAndDoesNotSpin) {
   EXPECT_GE(clock_type::now() - started, (kRuns - 1) * 2ms);
 }
 
-TEST_F(TimerWheelTest, LongDelaysCascadeAcrossLevelsAndStillRunOnTime) {
+TEST_F(timer_wheel_test, long_delays_cascade_across_levels_and_still_run_on_time) {
   // A 10 us resolution puts 300 ms at level 2 (4 ms and 2.6 s are levels 1 and 2's spans), so
   // these entries move down twice before they run.
   timer_wheel wheel{ loop_, 10us };
@@ -378,7 +378,7 @@ TEST_F(TimerWheelTest, LongDelaysCascadeAcrossLevelsAndStillRunOnTime) {
   }
 }
 
-TEST_F(TimerWheelTest, ManyEntriesRunExactlyOnceUnlessCancelledAndNeverEarly) {
+TEST_F(timer_wheel_test, many_entries_run_exactly_once_unless_cancelled_and_never_early) {
   const std::uint64_t seed = cyan::test::env_or("CYAN_STRESS_SEED", 7);
   const std::size_t count = cyan::test::env_or("CYAN_STRESS_ITEMS", 20000);
   SCOPED_TRACE("CYAN_STRESS_SEED=" + std::to_string(seed) +
@@ -416,7 +416,7 @@ TEST_F(TimerWheelTest, ManyEntriesRunExactlyOnceUnlessCancelledAndNeverEarly) {
   EXPECT_FALSE(wheel.is_armed());
 }
 
-TEST_F(TimerWheelTest, TheLoopTimerIsActiveOnlyWhileStartedAndHoldingEntries) {
+TEST_F(timer_wheel_test, the_loop_timer_is_active_only_while_started_and_holding_entries) {
   timer_wheel wheel{ loop_ };
   EXPECT_FALSE(wheel.is_armed());
   wheel.start();
@@ -439,7 +439,7 @@ TEST_F(TimerWheelTest, TheLoopTimerIsActiveOnlyWhileStartedAndHoldingEntries) {
   EXPECT_FALSE(wheel.is_armed()) << "running the last entry disarms";
 }
 
-TEST_F(TimerWheelTest, AStoppedWheelKeepsItsEntriesUntilStarted) {
+TEST_F(timer_wheel_test, a_stopped_wheel_keeps_its_entries_until_started) {
   timer_wheel wheel{ loop_ };
   int ran = 0;
   wheel.post([&] { ++ran; }, 0ms);
@@ -470,7 +470,7 @@ TEST_F(TimerWheelTest, AStoppedWheelKeepsItsEntriesUntilStarted) {
   ASSERT_TRUE(run_once_until(loop_, [&] { return ran == 4; }));
 }
 
-TEST_F(TimerWheelTest, DestroyingTheWheelDestroysItsCallbacksWithoutRunningThem) {
+TEST_F(timer_wheel_test, destroying_the_wheel_destroys_its_callbacks_without_running_them) {
   int ran = 0;
   {
     timer_wheel wheel{ loop_ };
@@ -496,7 +496,7 @@ TEST_F(TimerWheelTest, DestroyingTheWheelDestroysItsCallbacksWithoutRunningThem)
 
 // The wheel destroys its callbacks while all of it is alive, so their destructors may use it: a
 // post made then is destroyed unrun too, and a cancel destroys its target if it was still there.
-using timer_wheel_teardown = TimerWheelTest;
+using timer_wheel_teardown = timer_wheel_test;
 
 // Posts `[ran, lifecycle] { ++*ran; }` from its destructor, unless moved from.
 struct posts_when_destroyed {
@@ -581,7 +581,7 @@ TEST_F(timer_wheel_teardown, callback_destructors_may_post_and_cancel_while_the_
   EXPECT_EQ(consistent, 2);
 }
 
-TEST_F(TimerWheelTest, CallbackExceptionsGoToTheLoopsErrorHandlerAndTheRestStillRun) {
+TEST_F(timer_wheel_test, callback_exceptions_go_to_the_loops_error_handler_and_the_rest_still_run) {
   std::vector<std::string> errors;
   loop_->set_error_handler([&](std::exception_ptr error) {
     try {
@@ -610,7 +610,7 @@ TEST_F(TimerWheelTest, CallbackExceptionsGoToTheLoopsErrorHandlerAndTheRestStill
   EXPECT_FALSE(wheel.is_armed());
 }
 
-TEST_F(TimerWheelTest, RejectsBadArguments) {
+TEST_F(timer_wheel_test, rejects_bad_arguments) {
   EXPECT_THROW(timer_wheel(nullptr), std::invalid_argument);
   EXPECT_THROW(timer_wheel(loop_, 0ms), std::invalid_argument);
   EXPECT_THROW(timer_wheel(loop_, -1ms), std::invalid_argument);
@@ -621,7 +621,7 @@ TEST_F(TimerWheelTest, RejectsBadArguments) {
 }
 
 #ifndef NDEBUG
-TEST(TimerWheelDeathTest, LoopThreadOnlyCallsAssertInDebugBuilds) {
+TEST(timer_wheel_DeathTest, loop_thread_only_calls_assert_in_debug_builds) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {

@@ -9,7 +9,7 @@
 
 namespace {
 
-TEST(WheelDivider, MatchesHardwareDivisionForEveryKindOfDivisor) {
+TEST(wheel_divider, matches_hardware_division_for_every_kind_of_divisor) {
   std::mt19937_64 rng(20261129);
   const std::uint64_t divisors[] = { 1,
                                      2,
@@ -36,7 +36,7 @@ TEST(WheelDivider, MatchesHardwareDivisionForEveryKindOfDivisor) {
   }
 }
 
-TEST(WheelDivider, RoundsUpToTheEdgeOfItsDomain) {
+TEST(wheel_divider, rounds_up_to_the_edge_of_its_domain) {
   for (const std::uint64_t d :
        { std::uint64_t{ 1 }, std::uint64_t{ 3 }, std::uint64_t{ 1'000'000 } }) {
     const cyan::event::detail::wheel_divider divider(d);

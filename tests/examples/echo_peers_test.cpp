@@ -23,12 +23,12 @@ using cyan::test::connect_to;
 using cyan::test::receive;
 using cyan::test::send_all;
 
-class EchoPeer : public ::testing::TestWithParam<const char*> {};
+class echo_peer_test : public ::testing::TestWithParam<const char*> {};
 
 // Request/response as load_tester drives them: 64 B, 4 KiB, 16 KiB (the floor's whole buffer: a
 // full read, then one that finds nothing) and 40,000 B (more than one read), each echoed exactly
 // before the next is sent.
-TEST_P(EchoPeer, EchoesEachMessageExactly) {
+TEST_P(echo_peer_test, echoes_each_message_exactly) {
   child_process server({ GetParam(), "--port", "0", "--threads", "1" }, -1);
   const unsigned port = port_of_listening_line(server.read_line(10s));
   ASSERT_NE(port, 0u);
@@ -54,7 +54,7 @@ TEST_P(EchoPeer, EchoesEachMessageExactly) {
 // usually reach the server together (one readiness event): the server must echo the data and
 // then close. 30 connections, one at a time, each must see its echo and then the end of stream
 // within 5 s; the first that does not ends the test (the child is stopped by its destructor).
-TEST_P(EchoPeer, ClosesAConnectionWhoseEndArrivedWithItsLastData) {
+TEST_P(echo_peer_test, closes_a_connection_whose_end_arrived_with_its_last_data) {
   child_process server({ GetParam(), "--port", "0", "--threads", "1" }, -1);
   const unsigned port = port_of_listening_line(server.read_line(10s));
   ASSERT_NE(port, 0u);
@@ -76,7 +76,7 @@ TEST_P(EchoPeer, ClosesAConnectionWhoseEndArrivedWithItsLastData) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Peers, EchoPeer,
+INSTANTIATE_TEST_SUITE_P(peers, echo_peer_test,
                          ::testing::Values(CYAN_PROGRAM_EPOLL_ECHO_SERVER,
                                            CYAN_PROGRAM_ASIO_ECHO_SERVER),
                          [](const ::testing::TestParamInfo<const char*>& info) {

@@ -37,7 +37,7 @@ std::string run_client(unsigned port, const std::string& input) {
   return output;
 }
 
-TEST(EchoServer, ClientLinesComeBackExactlyInOrder) {
+TEST(echo_server, client_lines_come_back_exactly_in_order) {
   child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2" }, -1);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
@@ -53,7 +53,7 @@ TEST(EchoServer, ClientLinesComeBackExactlyInOrder) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
-TEST(EchoServer, AcceptorModeServesSeveralClients) {
+TEST(echo_server, acceptor_mode_serves_several_clients) {
   child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2", "--acceptor" },
                        -1);
   const unsigned port = start_server(server);
@@ -66,7 +66,7 @@ TEST(EchoServer, AcceptorModeServesSeveralClients) {
   EXPECT_EQ(server.stop(10s), 0);
 }
 
-TEST(EchoClient, RefusedConnectionExitsNonZeroWithNothingReceived) {
+TEST(echo_client, refused_connection_exits_non_zero_with_nothing_received) {
   // A port that was free a moment ago: bind, read the port, close.
   child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "1" }, -1);
   const unsigned port = start_server(server);
@@ -82,7 +82,7 @@ TEST(EchoClient, RefusedConnectionExitsNonZeroWithNothingReceived) {
 // SIGTERM sent the moment "listening on" appears ends the server every time, whichever of its
 // threads the kernel aims the signal at and whatever the main thread is doing just then (an
 // asynchronous handler deferred by ThreadSanitizer lost about one in 14 of these).
-TEST(EchoServer, SigtermRightAfterListeningEndsItEveryTime) {
+TEST(echo_server, sigterm_right_after_listening_ends_it_every_time) {
   constexpr int kRounds = 40;
   int exited_zero = 0;
   for (int round = 0; round < kRounds; ++round) {
@@ -97,7 +97,7 @@ TEST(EchoServer, SigtermRightAfterListeningEndsItEveryTime) {
 
 // SIGTERM: the server stops accepting; a connection finishes the chunk it is echoing and is
 // closed (at the latest when --grace-ms ends); the server exits 0.
-TEST(EchoServer, SigtermFinishesTheChunkInFlightClosesAndExitsZero) {
+TEST(echo_server, sigterm_finishes_the_chunk_in_flight_closes_and_exits_zero) {
   child_process server(
       { CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2", "--grace-ms", "300" }, -1);
   const unsigned port = start_server(server);
@@ -130,7 +130,7 @@ TEST(EchoServer, SigtermFinishesTheChunkInFlightClosesAndExitsZero) {
 
 // An idle connection at SIGTERM is closed when --grace-ms ends, not before, and the server
 // exits 0.
-TEST(EchoServer, SigtermClosesAnIdleConnectionAfterTheGracePeriod) {
+TEST(echo_server, sigterm_closes_an_idle_connection_after_the_grace_period) {
   child_process server(
       { CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "1", "--grace-ms", "400" }, -1);
   const unsigned port = start_server(server);
@@ -151,7 +151,7 @@ TEST(EchoServer, SigtermClosesAnIdleConnectionAfterTheGracePeriod) {
   EXPECT_EQ(server.wait(10s), 0);
 }
 
-TEST(EchoServer, HelpExitsZeroAndAnUnknownOptionExitsTwo) {
+TEST(echo_server, help_exits_zero_and_an_unknown_option_exits_two) {
   child_process help({ CYAN_PROGRAM_ECHO_SERVER, "--help" }, -1);
   const std::string usage = help.read_all(10s);
   EXPECT_EQ(help.wait(10s), 0);
@@ -164,7 +164,7 @@ TEST(EchoServer, HelpExitsZeroAndAnUnknownOptionExitsTwo) {
 
 // The usage is the same whatever else the command line holds: each option's default, not
 // the value given before --help.
-TEST(EchoServer, HelpShowsTheDefaultsNotTheValuesGiven) {
+TEST(echo_server, help_shows_the_defaults_not_the_values_given) {
   child_process help({ CYAN_PROGRAM_ECHO_SERVER, "--idle-ms", "5", "--port", "7", "--help" }, -1);
   const std::string usage = help.read_all(10s);
   EXPECT_EQ(help.wait(10s), 0);
@@ -179,7 +179,7 @@ TEST(EchoServer, HelpShowsTheDefaultsNotTheValuesGiven) {
 // With its descriptor table full, every connection a client makes fails the server's accept.
 // The server says so at most once a second, with the count it left out, not once per failure:
 // a client that keeps connecting must not fill the log, nor keep the thread writing to stderr.
-TEST(EchoServer, AcceptFailuresAreReportedAtMostOnceASecond) {
+TEST(echo_server, accept_failures_are_reported_at_most_once_a_second) {
 #ifdef CYAN_TEST_UBSAN
   // Its vptr check probes memory through a pipe(), which fails while the server's descriptor
   // table is full, and then reports the std::system_error being caught as invalid.

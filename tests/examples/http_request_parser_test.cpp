@@ -42,7 +42,7 @@ std::vector<parse_event> feed_in_pieces(request_parser& parser, std::string_view
 
 const std::vector<parse_event> kOneRequest{ parse_event::request };
 
-TEST(HttpRequestParser, OneRequestAtATimeFromEverySplitOfTheStream) {
+TEST(http_request_parser, one_request_at_a_time_from_every_split_of_the_stream) {
   const std::string text =
       "GET / HTTP/1.1\r\nHost: test\r\n\r\nHEAD /x HTTP/1.1\r\nHost: x\r\n\r\n";
   for (std::size_t split = 0; split <= text.size(); ++split) {
@@ -67,7 +67,7 @@ TEST(HttpRequestParser, OneRequestAtATimeFromEverySplitOfTheStream) {
   }
 }
 
-TEST(HttpRequestParser, FeedStopsRightAfterEachPipelinedRequest) {
+TEST(http_request_parser, feed_stops_right_after_each_pipelined_request) {
   request_parser parser({});
   const std::string one = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::string text = one + one + "GET / HT";
@@ -82,7 +82,7 @@ TEST(HttpRequestParser, FeedStopsRightAfterEachPipelinedRequest) {
   EXPECT_EQ(parser.requests_begun(), 3u);
 }
 
-TEST(HttpRequestParser, MethodsPathsAndKeepAlive) {
+TEST(http_request_parser, methods_paths_and_keep_alive) {
   struct expectation {
     std::string text;
     request::verb method;
@@ -115,7 +115,7 @@ TEST(HttpRequestParser, MethodsPathsAndKeepAlive) {
   }
 }
 
-TEST(HttpRequestParser, HeaderLimitCountsUpToTheBlankLineExactlyAcrossReads) {
+TEST(http_request_parser, header_limit_counts_up_to_the_blank_line_exactly_across_reads) {
   // Request line, headers and the blank line: 27 bytes.
   const std::string text = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(text.size(), 27u);
@@ -133,7 +133,7 @@ TEST(HttpRequestParser, HeaderLimitCountsUpToTheBlankLineExactlyAcrossReads) {
             (std::vector{ parse_event::request, parse_event::request }));
 }
 
-TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
+TEST(http_request_parser, unfinished_header_section_fails_once_it_passes_the_limit) {
   request_parser parser({ .max_header_bytes = 100 });
   std::string_view start = "GET / HTTP/1.1\r\nHost: x\r\nX-Long: ";
   EXPECT_EQ(parser.feed(start), parse_event::need_more);
@@ -147,7 +147,7 @@ TEST(HttpRequestParser, UnfinishedHeaderSectionFailsOnceItPassesTheLimit) {
   EXPECT_EQ(parser.feed(after), parse_event::error);  // and from then on
 }
 
-TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
+TEST(http_request_parser, body_limit_by_content_length_and_by_chunks) {
   request_parser declared_at_limit({ .max_body_bytes = 10 });
   EXPECT_EQ(feed_in_pieces(declared_at_limit,
                            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"),
@@ -173,7 +173,7 @@ TEST(HttpRequestParser, BodyLimitByContentLengthAndByChunks) {
 
 // RFC 9112, 3.2: an HTTP/1.1 request has exactly one Host (its value may be empty); HTTP/1.0
 // needs none. Header names in any case, and split anywhere.
-TEST(HttpRequestParser, Http11NeedsExactlyOneHost) {
+TEST(http_request_parser, http_11_needs_exactly_one_host) {
   const std::vector<std::pair<std::string, bool>> cases{
     { "GET / HTTP/1.1\r\nHost: a\r\n\r\n", true },
     { "GET / HTTP/1.1\r\nhOsT: a\r\n\r\n", true },
@@ -200,7 +200,7 @@ TEST(HttpRequestParser, Http11NeedsExactlyOneHost) {
 // "Expect: 100-continue" (any case) with a body still to come, from an HTTP/1.1 client: the
 // server is to say "100 Continue" first. Not when the body came along, when there is none, or
 // to an HTTP/1.0 client (RFC 9110, 10.1.1 and 15.2).
-TEST(HttpRequestParser, ExpectContinueIsReportedUntilTheBodyComesOrItIsSent) {
+TEST(http_request_parser, expect_continue_is_reported_until_the_body_comes_or_it_is_sent) {
   const std::string head =
       "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n";
   for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 4 } }) {
@@ -227,7 +227,7 @@ TEST(HttpRequestParser, ExpectContinueIsReportedUntilTheBodyComesOrItIsSent) {
   }
 }
 
-TEST(HttpRequestParser, MalformedRequestsAre400AndStayFailed) {
+TEST(http_request_parser, malformed_requests_are_400_and_stay_failed) {
   for (const std::string text :
        { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
          "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "GET / HTTP/x.1\r\n\r\n",

@@ -23,14 +23,14 @@ std::string imf_fixdate(std::time_t seconds) {
   return std::string(text.data(), text.size());
 }
 
-TEST(HttpResponses, ImfFixdateOfKnownTimes) {
+TEST(http_responses, imf_fixdate_of_known_times) {
   EXPECT_EQ(imf_fixdate(784111777), "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's example
   EXPECT_EQ(imf_fixdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
   EXPECT_EQ(imf_fixdate(951782400), "Tue, 29 Feb 2000 00:00:00 GMT");
   EXPECT_EQ(imf_fixdate(4102444799), "Thu, 31 Dec 2099 23:59:59 GMT");
 }
 
-TEST(HttpResponses, WholeResponseIsHeadBlankLineAndBody) {
+TEST(http_responses, whole_response_is_head_blank_line_and_body) {
   response_set responses("<p>hi</p>\n", "text/html");
   responses.refresh(784111777);
   std::string out;
@@ -41,7 +41,7 @@ TEST(HttpResponses, WholeResponseIsHeadBlankLineAndBody) {
             "Content-Length: 10\r\n\r\n<p>hi</p>\n");
 }
 
-TEST(HttpResponses, HeadsCarryTheConnectionHeaderAskedFor) {
+TEST(http_responses, heads_carry_the_connection_header_asked_for) {
   response_set responses("page", "text/plain");
   responses.refresh(0);
   const std::string head =
@@ -59,7 +59,7 @@ TEST(HttpResponses, HeadsCarryTheConnectionHeaderAskedFor) {
   EXPECT_EQ(responses.body(status::method_not_allowed), "405 Method Not Allowed\n");
 }
 
-TEST(HttpResponses, RefreshRewritesTheDateOfEveryResponseOnlyWhenTheSecondChanges) {
+TEST(http_responses, refresh_rewrites_the_date_of_every_response_only_when_the_second_changes) {
   response_set responses("page", "text/plain");
   responses.refresh(0);
   std::string before;
@@ -78,7 +78,7 @@ TEST(HttpResponses, RefreshRewritesTheDateOfEveryResponseOnlyWhenTheSecondChange
   EXPECT_NE(head.find("Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"), std::string::npos);
 }
 
-TEST(HttpResponses, LargeBodyIsKeptWhereItIs) {
+TEST(http_responses, large_body_is_kept_where_it_is) {
   // Above kInlineBodyLimit the connection writes the body from where it is.
   const std::string large(cyan::examples::http::kInlineBodyLimit + 1, 'x');
   response_set responses(large, "text/plain");

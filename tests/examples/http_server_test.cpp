@@ -82,7 +82,7 @@ void expect_answer_and_close(http_test_client& client, int expected) {
   EXPECT_TRUE(client.wait_closed(5s));
 }
 
-TEST(HttpServer, GetRootReturnsThePageAndHeadTheSameHeadersWithoutBody) {
+TEST(http_server, get_root_returns_the_page_and_head_the_same_headers_without_body) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -117,7 +117,7 @@ TEST(HttpServer, GetRootReturnsThePageAndHeadTheSameHeadersWithoutBody) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, BodySizeGivesABodyOfExactlyThatManyBytes) {
+TEST(http_server, body_size_gives_a_body_of_exactly_that_many_bytes) {
   for (const std::size_t size : { std::size_t{ 1 }, std::size_t{ 1000 }, std::size_t{ 100'000 } }) {
     server s({ "--threads", "1", "--body-size", std::to_string(size) });
     ASSERT_NE(s.port(), 0u);
@@ -137,7 +137,7 @@ TEST(HttpServer, BodySizeGivesABodyOfExactlyThatManyBytes) {
   }
 }
 
-TEST(HttpServer, OtherPathIs404AndOtherMethodIs405AndTheConnectionGoesOn) {
+TEST(http_server, other_path_is_404_and_other_method_is_405_and_the_connection_goes_on) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -161,7 +161,7 @@ TEST(HttpServer, OtherPathIs404AndOtherMethodIs405AndTheConnectionGoesOn) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, Http10ClosesUnlessItAsksForKeepAlive) {
+TEST(http_server, http_10_closes_unless_it_asks_for_keep_alive) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client plain(s.port());
@@ -178,7 +178,7 @@ TEST(HttpServer, Http10ClosesUnlessItAsksForKeepAlive) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, ConnectionCloseClosesAfterTheResponse) {
+TEST(http_server, connection_close_closes_after_the_response) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -189,7 +189,7 @@ TEST(HttpServer, ConnectionCloseClosesAfterTheResponse) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
+TEST(http_server, twenty_pipelined_requests_get_twenty_responses_in_order) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -211,7 +211,8 @@ TEST(HttpServer, TwentyPipelinedRequestsGetTwentyResponsesInOrder) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, ThousandsOfPipelinedRequestsUnreadForAWhileAreAllAnsweredWhileOthersAreServed) {
+TEST(http_server,
+     thousands_of_pipelined_requests_unread_for_a_while_are_all_answered_while_others_are_served) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
@@ -233,7 +234,7 @@ TEST(HttpServer, ThousandsOfPipelinedRequestsUnreadForAWhileAreAllAnsweredWhileO
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, RequestArrivingByteByByteIsServed) {
+TEST(http_server, request_arriving_byte_by_byte_is_served) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -249,7 +250,7 @@ TEST(HttpServer, RequestArrivingByteByByteIsServed) {
 
 // "Expect: 100-continue": the server says "100 Continue" before the body comes (the client
 // waits for it: curl a second), then answers the request as ever.
-TEST(HttpServer, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
+TEST(http_server, expect_continue_gets_an_interim_answer_before_the_body) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -271,7 +272,7 @@ TEST(HttpServer, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, MalformedRequestGets400AndCloseWhileOthersAreServed) {
+TEST(http_server, malformed_request_gets_400_and_close_while_others_are_served) {
   server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
@@ -325,7 +326,7 @@ TEST(http_server, a_body_size_larger_than_memory_is_refused_naming_the_option) {
                         " bytes)\n");
 }
 
-TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {
+TEST(http_server, oversized_header_gets_431_and_close_while_others_are_served) {
   server s({ "--threads", "1", "--max-header-bytes", "1024" });
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
@@ -354,7 +355,7 @@ TEST(HttpServer, OversizedHeaderGets431AndCloseWhileOthersAreServed) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, OversizedBodyGets413AndCloseWhileOthersAreServed) {
+TEST(http_server, oversized_body_gets_413_and_close_while_others_are_served) {
   server s({ "--threads", "1", "--max-body-bytes", "1000" });
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
@@ -374,7 +375,7 @@ TEST(HttpServer, OversizedBodyGets413AndCloseWhileOthersAreServed) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, SlowRequestGets408AndCloseWhileOthersAreServed) {
+TEST(http_server, slow_request_gets_408_and_close_while_others_are_served) {
   server s({ "--threads", "1", "--request-timeout-ms", "300" });
   ASSERT_NE(s.port(), 0u);
   const auto good = good_client(s.port());
@@ -397,7 +398,7 @@ TEST(HttpServer, SlowRequestGets408AndCloseWhileOthersAreServed) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+TEST(http_server, idle_keep_alive_connection_is_closed_after_the_idle_timeout) {
   server s({ "--threads", "1", "--idle-timeout-ms", "300" });
   ASSERT_NE(s.port(), 0u);
   http_test_client client(s.port());
@@ -411,7 +412,7 @@ TEST(HttpServer, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, ConnectionsBeyondMaxConnectionsGet503AndClose) {
+TEST(http_server, connections_beyond_max_connections_get_503_and_close) {
   server s({ "--threads", "2", "--max-connections", "2" });
   ASSERT_NE(s.port(), 0u);
   auto first = good_client(s.port());
@@ -438,7 +439,7 @@ TEST(HttpServer, ConnectionsBeyondMaxConnectionsGet503AndClose) {
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
-TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
+TEST(http_server, sigterm_answers_the_request_in_flight_then_exits_zero) {
   server s({ "--threads", "1", "--grace-ms", "10000" });
   ASSERT_NE(s.port(), 0u);
   const auto in_flight = good_client(s.port());
@@ -457,7 +458,7 @@ TEST(HttpServer, SigtermAnswersTheRequestInFlightThenExitsZero) {
   EXPECT_EQ(s.process().wait(10s), 0);
 }
 
-TEST(HttpServer, LoadTesterHttpModeGetsEveryRequestAnswered) {
+TEST(http_server, load_tester_http_mode_gets_every_request_answered) {
   server s({ "--threads", "2" });
   ASSERT_NE(s.port(), 0u);
   child_process load(

@@ -11,7 +11,7 @@ namespace {
 
 using cyan::examples::latency_histogram;
 
-TEST(LatencyHistogram, SmallValuesHaveABucketEach) {
+TEST(latency_histogram, small_values_have_a_bucket_each) {
   for (std::uint64_t v = 0; v < 16; ++v) {
     EXPECT_EQ(latency_histogram::bucket_of(v), v);
     EXPECT_EQ(latency_histogram::highest_in(v), v);
@@ -26,7 +26,7 @@ TEST(LatencyHistogram, SmallValuesHaveABucketEach) {
   EXPECT_EQ(latency_histogram::highest_in(48), 67u);
 }
 
-TEST(LatencyHistogram, EveryBucketHoldsItsValuesWithinASixteenth) {
+TEST(latency_histogram, every_bucket_holds_its_values_within_a_sixteenth) {
   for (std::uint64_t v = 1; v < (1u << 20); v = v * 17 / 16 + 1) {
     const std::size_t bucket = latency_histogram::bucket_of(v);
     const std::uint64_t highest = latency_histogram::highest_in(bucket);
@@ -39,7 +39,7 @@ TEST(LatencyHistogram, EveryBucketHoldsItsValuesWithinASixteenth) {
   EXPECT_EQ(latency_histogram::highest_in(latency_histogram::bucket_of(top)), top);
 }
 
-TEST(LatencyHistogram, PercentilesOfKnownValues) {
+TEST(latency_histogram, percentiles_of_known_values) {
   latency_histogram h;
   EXPECT_EQ(h.percentile(0.5), 0u);
   for (std::uint64_t v = 1; v <= 100; ++v) {
@@ -56,7 +56,7 @@ TEST(LatencyHistogram, PercentilesOfKnownValues) {
   EXPECT_EQ(h.percentile(0.0), 1023u);  // rank 1: the first value, 1,000 ns in [992, 1023]
 }
 
-TEST(LatencyHistogram, MergeAddsCountsAndKeepsTheMax) {
+TEST(latency_histogram, merge_adds_counts_and_keeps_the_max) {
   latency_histogram a;
   latency_histogram b;
   for (int i = 0; i < 90; ++i) {

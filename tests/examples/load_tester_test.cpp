@@ -60,7 +60,7 @@ class echo_server {
   unsigned port_ = 0;
 };
 
-TEST(LoadTester, EchoCountsEveryRequestExactlyWithNoError) {
+TEST(load_tester, echo_counts_every_request_exactly_with_no_error) {
   echo_server server;
   ASSERT_TRUE(server.up());
   const run_result r = run_load({ "--port", server.port(), "--connections", "10", "--threads", "2",
@@ -75,7 +75,7 @@ TEST(LoadTester, EchoCountsEveryRequestExactlyWithNoError) {
       << r.output;
 }
 
-TEST(LoadTester, DurationPrintsTotalsEverySecond) {
+TEST(load_tester, duration_prints_totals_every_second) {
   echo_server server;
   ASSERT_TRUE(server.up());
   const run_result r =
@@ -99,7 +99,7 @@ TEST(LoadTester, DurationPrintsTotalsEverySecond) {
 // 64 MiB is more than both ends' socket buffers hold together (the tcp_wmem and tcp_rmem
 // maxima are 4 and 6 MiB by default; 4 and 32 on the development machine): written whole
 // before any of it is read back, the message would stall both ends until the write timed out.
-TEST(LoadTester, EchoesAMessageLargerThanTheSocketBuffersHold) {
+TEST(load_tester, echoes_a_message_larger_than_the_socket_buffers_hold) {
   echo_server server;
   ASSERT_TRUE(server.up());
   const run_result r = run_load({ "--port", server.port(), "--connections", "1", "--requests", "2",
@@ -112,7 +112,7 @@ TEST(LoadTester, EchoesAMessageLargerThanTheSocketBuffersHold) {
 
 // A zero where a count or a time is needed is a mistake, said so (exit status 2) rather than
 // quietly run as 1.
-TEST(LoadTester, RejectsAZeroCountOrTime) {
+TEST(load_tester, rejects_a_zero_count_or_time) {
   echo_server server;
   ASSERT_TRUE(server.up());
   for (const char* option :
@@ -123,7 +123,7 @@ TEST(LoadTester, RejectsAZeroCountOrTime) {
   }
 }
 
-TEST(LoadTester, NoServerCountsConnectFailuresAndExitsNonZero) {
+TEST(load_tester, no_server_counts_connect_failures_and_exits_non_zero) {
   std::string port;
   {
     echo_server gone;  // a port that was free a moment ago
@@ -219,7 +219,7 @@ class scripted_server {
   std::vector<std::thread> connections_;
 };
 
-TEST(LoadTester, AnEchoThatDiffersIsCountedInvalid) {
+TEST(load_tester, an_echo_that_differs_is_counted_invalid) {
   std::atomic<bool> stop{ false };
   // Echoes every byte but turns the last one of each read into '#'.
   scripted_server server([&](int fd) {
@@ -242,7 +242,7 @@ TEST(LoadTester, AnEchoThatDiffersIsCountedInvalid) {
       << r.output;
 }
 
-TEST(LoadTester, AServerThatClosesMidEchoIsAReadFailure) {
+TEST(load_tester, a_server_that_closes_mid_echo_is_a_read_failure) {
   std::atomic<bool> stop{ false };
   scripted_server server(
       [&](int fd) { (void)scripted_server::read_some(fd, stop); });  // reads, then closes
@@ -271,7 +271,7 @@ std::function<void(int)> http_answering(const std::string& response, std::atomic
   };
 }
 
-TEST(LoadTester, HttpStatusOtherThan2xxIsCountedInvalid) {
+TEST(load_tester, http_status_other_than2xx_is_counted_invalid) {
   std::atomic<bool> stop{ false };
   scripted_server server(http_answering(
       "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops!", stop, false));
@@ -284,7 +284,7 @@ TEST(LoadTester, HttpStatusOtherThan2xxIsCountedInvalid) {
       << r.output;
 }
 
-TEST(LoadTester, HttpServerThatClosesAfterEachResponseGetsANewConnection) {
+TEST(load_tester, http_server_that_closes_after_each_response_gets_a_new_connection) {
   std::atomic<bool> stop{ false };
   scripted_server server(http_answering(
       "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", stop, true));
@@ -296,7 +296,7 @@ TEST(LoadTester, HttpServerThatClosesAfterEachResponseGetsANewConnection) {
   EXPECT_EQ(r.result.at("errors"), 0) << r.output;
 }
 
-TEST(LoadTester, HttpKeepAliveCountsExactly) {
+TEST(load_tester, http_keep_alive_counts_exactly) {
   std::atomic<bool> stop{ false };
   scripted_server server(
       http_answering("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", stop, false));

@@ -37,19 +37,19 @@ void expect_fifo_exactly_once(const mpmc::stress_config& config, const mpmc::sha
   EXPECT_EQ(nodes.leaked(), 0) << "node blocks still allocated after the queue and its threads";
 }
 
-TEST(QueueStress, FourProducersFourConsumers) {
+TEST(queue_stress, four_producers_four_consumers) {
   const mpmc::stress_config config;
   const auto items = static_cast<std::uint32_t>(config.scaled(1'000'000));
   expect_fifo_exactly_once<mpmc::item>(config, { 4, 4, items });
 }
 
-TEST(QueueStress, EightProducersEightConsumers) {
+TEST(queue_stress, eight_producers_eight_consumers) {
   const mpmc::stress_config config;
   const auto items = static_cast<std::uint32_t>(config.scaled(250'000));
   expect_fifo_exactly_once<mpmc::item>(config, { 8, 8, items });
 }
 
-TEST(QueueStress, NonTrivialElementsConstructedAndDestroyedOnce) {
+TEST(queue_stress, non_trivial_elements_constructed_and_destroyed_once) {
   const mpmc::stress_config config;
   const auto items = static_cast<std::uint32_t>(config.scaled(100'000));
   lifecycle::reset();
@@ -63,7 +63,7 @@ TEST(QueueStress, NonTrivialElementsConstructedAndDestroyedOnce) {
 // threads need not all overlap (one may exit before another makes its first operation), so the
 // first wave may need fewer records than a later one: the bound is what holds, not the first
 // wave's count. Without reuse, 50 waves of 4 threads would make 200 records.
-TEST(QueueStress, ShortLivedThreadsReuseRecords) {
+TEST(queue_stress, short_lived_threads_reuse_records) {
   const mpmc::stress_config config;
   const mpmc::shape s{ 2, 2, static_cast<std::uint32_t>(config.scaled(2'000)) };
   constexpr int kWaves = 50;

@@ -80,7 +80,7 @@ void expect_in_order(const order_check& check, std::uint64_t items) {
   EXPECT_EQ(check.expected, items) << "the consumer saw a different number of items";
 }
 
-TEST(SpscRingStress, SingleItemsArriveInOrder) {
+TEST(spsc_ring_stress, single_items_arrive_in_order) {
   const stress_config config;
   SCOPED_TRACE(config.describe());
   spsc_ring<std::uint64_t> ring(kCapacity);
@@ -111,7 +111,7 @@ TEST(SpscRingStress, SingleItemsArriveInOrder) {
 
 // The producer pushes batches of random size (1..kCapacity/4) through try_push_n; the consumer
 // rotates through consume_all, pop_n and front/pop so each path runs against a live producer.
-TEST(SpscRingStress, BatchesArriveInOrder) {
+TEST(spsc_ring_stress, batches_arrive_in_order) {
   const stress_config config;
   SCOPED_TRACE(config.describe());
   spsc_ring<std::uint64_t> ring(kCapacity);
@@ -156,7 +156,7 @@ TEST(SpscRingStress, BatchesArriveInOrder) {
 
 // Counted elements: every item is destroyed exactly once, including those left in the ring for
 // its destructor.
-TEST(SpscRingStress, ElementsLeftBehindAreDestroyedOnce) {
+TEST(spsc_ring_stress, elements_left_behind_are_destroyed_once) {
   const stress_config config;
   SCOPED_TRACE(config.describe());
   const std::uint64_t items = std::max<std::uint64_t>(config.items / 10, kCapacity);

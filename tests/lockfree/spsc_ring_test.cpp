@@ -41,18 +41,18 @@ static_assert(noexcept(std::declval<spsc_ring<lifecycle>&>().consume_all([](life
 })));
 static_assert(!noexcept(std::declval<spsc_ring<lifecycle>&>().consume_all([](lifecycle&&) {})));
 
-class SpscRing : public ::testing::Test {
+class spsc_ring_test : public ::testing::Test {
  protected:
   void SetUp() override { lifecycle::reset(); }
   void TearDown() override { EXPECT_EQ(lifecycle::live(), 0) << "an element leaked or died twice"; }
 };
 
-TEST_F(SpscRing, ZeroCapacityThrows) {
+TEST_F(spsc_ring_test, zero_capacity_throws) {
   EXPECT_THROW(spsc_ring<int>{ 0 }, std::invalid_argument);
   EXPECT_THROW(spsc_ring<int>{ std::numeric_limits<std::size_t>::max() }, std::length_error);
 }
 
-TEST_F(SpscRing, CapacityOneHoldsExactlyOneElement) {
+TEST_F(spsc_ring_test, capacity_one_holds_exactly_one_element) {
   spsc_ring<int> ring(1);
   EXPECT_EQ(ring.capacity(), 1u);
   EXPECT_TRUE(ring.try_push(7));
@@ -63,7 +63,7 @@ TEST_F(SpscRing, CapacityOneHoldsExactlyOneElement) {
   EXPECT_EQ(ring.try_pop(), std::nullopt);
 }
 
-TEST_F(SpscRing, CapacityRoundsUpToAPowerOfTwo) {
+TEST_F(spsc_ring_test, capacity_rounds_up_to_a_power_of_two) {
   const std::array<std::pair<std::size_t, std::size_t>, 6> cases{
     { { 2, 2 }, { 3, 4 }, { 5, 8 }, { 1000, 1024 }, { 1024, 1024 }, { 1025, 2048 } }
   };
@@ -78,7 +78,7 @@ TEST_F(SpscRing, CapacityRoundsUpToAPowerOfTwo) {
   }
 }
 
-TEST_F(SpscRing, FullRingRejectsEveryPushAndLeavesTheArgumentAlone) {
+TEST_F(spsc_ring_test, full_ring_rejects_every_push_and_leaves_the_argument_alone) {
   spsc_ring<lifecycle> ring(4);
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE(ring.try_emplace(i));
@@ -97,7 +97,7 @@ TEST_F(SpscRing, FullRingRejectsEveryPushAndLeavesTheArgumentAlone) {
   }
 }
 
-TEST_F(SpscRing, StaysFifoAcrossManyWrapArounds) {
+TEST_F(spsc_ring_test, stays_fifo_across_many_wrap_arounds) {
   spsc_ring<std::uint64_t> ring(4);
   std::uint64_t next_in = 0;
   std::uint64_t next_out = 0;
@@ -118,7 +118,7 @@ TEST_F(SpscRing, StaysFifoAcrossManyWrapArounds) {
   EXPECT_GT(next_in, 4u * 1000) << "the indexes wrapped the ring thousands of times";
 }
 
-TEST_F(SpscRing, HoldsMoveOnlyElements) {
+TEST_F(spsc_ring_test, holds_move_only_elements) {
   spsc_ring<std::unique_ptr<int>> ring(8);
   for (int i = 0; i < 6; ++i) {
     EXPECT_TRUE(ring.try_push(std::make_unique<int>(i)));
@@ -138,7 +138,7 @@ TEST_F(SpscRing, HoldsMoveOnlyElements) {
   EXPECT_EQ(consumed, (std::vector<int>{ 4, 5 }));
 }
 
-TEST_F(SpscRing, NeedsNoDefaultConstructorOrAssignment) {
+TEST_F(spsc_ring_test, needs_no_default_constructor_or_assignment) {
   spsc_ring<no_default> ring(2);
   EXPECT_TRUE(ring.try_emplace(1, "one"));
   EXPECT_TRUE(ring.try_push(no_default{ 2, "two" }));
@@ -152,7 +152,7 @@ TEST_F(SpscRing, NeedsNoDefaultConstructorOrAssignment) {
   EXPECT_TRUE(ring.empty());
 }
 
-TEST_F(SpscRing, BuildsAndDestroysEachElementExactlyOnce) {
+TEST_F(spsc_ring_test, builds_and_destroys_each_element_exactly_once) {
   {
     spsc_ring<lifecycle> ring(8);
     for (int i = 0; i < 6; ++i) {
@@ -173,7 +173,7 @@ TEST_F(SpscRing, BuildsAndDestroysEachElementExactlyOnce) {
   EXPECT_EQ(lifecycle::destroyed.load(), 12);
 }
 
-TEST_F(SpscRing, FrontShowsTheOldestElementUntilPop) {
+TEST_F(spsc_ring_test, front_shows_the_oldest_element_until_pop) {
   spsc_ring<int> ring(4);
   EXPECT_EQ(ring.front(), nullptr);
   ASSERT_TRUE(ring.try_push(1));
@@ -192,7 +192,7 @@ TEST_F(SpscRing, FrontShowsTheOldestElementUntilPop) {
   EXPECT_EQ(ring.try_pop(), std::optional<int>(3));
 }
 
-TEST_F(SpscRing, TryPushNPushesWhatFitsInOrder) {
+TEST_F(spsc_ring_test, try_push_n_pushes_what_fits_in_order) {
   spsc_ring<int> ring(8);
   std::vector<int> input(10);
   std::iota(input.begin(), input.end(), 100);
@@ -205,7 +205,7 @@ TEST_F(SpscRing, TryPushNPushesWhatFitsInOrder) {
   EXPECT_EQ(out, std::vector<int>(input.begin(), input.begin() + 8));
 }
 
-TEST_F(SpscRing, TryPushNMovesFromAMoveIterator) {
+TEST_F(spsc_ring_test, try_push_n_moves_from_a_move_iterator) {
   spsc_ring<std::unique_ptr<int>> ring(4);
   std::vector<std::unique_ptr<int>> input;
   for (int i = 0; i < 3; ++i) {
@@ -216,7 +216,7 @@ TEST_F(SpscRing, TryPushNMovesFromAMoveIterator) {
   EXPECT_EQ(*ring.try_pop().value(), 0);
 }
 
-TEST_F(SpscRing, TryPushNKeepsTheElementsBuiltBeforeAThrow) {
+TEST_F(spsc_ring_test, try_push_n_keeps_the_elements_built_before_a_throw) {
   spsc_ring<lifecycle> ring(8);
   std::vector<lifecycle> input;
   for (int i = 0; i < 5; ++i) {
@@ -230,7 +230,7 @@ TEST_F(SpscRing, TryPushNKeepsTheElementsBuiltBeforeAThrow) {
   EXPECT_TRUE(ring.empty());
 }
 
-TEST_F(SpscRing, BatchCallsWrapPastTheEndOfTheSlots) {
+TEST_F(spsc_ring_test, batch_calls_wrap_past_the_end_of_the_slots) {
   spsc_ring<lifecycle> ring(8);
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(ring.try_emplace(i));
@@ -255,7 +255,7 @@ TEST_F(SpscRing, BatchCallsWrapPastTheEndOfTheSlots) {
   EXPECT_TRUE(ring.empty());
 }
 
-TEST_F(SpscRing, PopNTakesAtMostMaxOldestFirst) {
+TEST_F(spsc_ring_test, pop_n_takes_at_most_max_oldest_first) {
   spsc_ring<int> ring(8);
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(ring.try_push(i));
@@ -269,7 +269,7 @@ TEST_F(SpscRing, PopNTakesAtMostMaxOldestFirst) {
   EXPECT_EQ(ring.pop_n(std::back_inserter(rest), 100), 0u);
 }
 
-TEST_F(SpscRing, ConsumeAllTakesEverythingPresentOnce) {
+TEST_F(spsc_ring_test, consume_all_takes_everything_present_once) {
   spsc_ring<lifecycle> ring(8);
   int calls = 0;
   EXPECT_EQ(ring.consume_all([&](lifecycle&&) { ++calls; }), 0u);
@@ -284,7 +284,7 @@ TEST_F(SpscRing, ConsumeAllTakesEverythingPresentOnce) {
   EXPECT_EQ(lifecycle::live(), 0) << "consumed elements are destroyed";
 }
 
-TEST_F(SpscRing, ConsumeNStopsAtMax) {
+TEST_F(spsc_ring_test, consume_n_stops_at_max) {
   spsc_ring<int> ring(8);
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(ring.try_push(i));
@@ -295,7 +295,7 @@ TEST_F(SpscRing, ConsumeNStopsAtMax) {
   EXPECT_EQ(ring.size(), 2u);
 }
 
-TEST_F(SpscRing, ConsumeAllKeepsTheRestWhenTheCallbackThrows) {
+TEST_F(spsc_ring_test, consume_all_keeps_the_rest_when_the_callback_throws) {
   spsc_ring<lifecycle> ring(8);
   for (int i = 1; i <= 6; ++i) {
     ASSERT_TRUE(ring.try_emplace(i));
@@ -317,7 +317,7 @@ TEST_F(SpscRing, ConsumeAllKeepsTheRestWhenTheCallbackThrows) {
   EXPECT_EQ(seen, (std::vector<std::int64_t>{ 4, 5, 6, 7 }));
 }
 
-TEST_F(SpscRing, SizeAndEmptyFollowPushesAndPops) {
+TEST_F(spsc_ring_test, size_and_empty_follow_pushes_and_pops) {
   spsc_ring<int> ring(4);
   EXPECT_TRUE(ring.empty());
   EXPECT_EQ(ring.size(), 0u);
@@ -329,7 +329,7 @@ TEST_F(SpscRing, SizeAndEmptyFollowPushesAndPops) {
   EXPECT_EQ(ring.size(), 1u);
 }
 
-TEST_F(SpscRing, ProducerAndConsumerOnDifferentThreadsAreAllowed) {
+TEST_F(spsc_ring_test, producer_and_consumer_on_different_threads_are_allowed) {
   spsc_ring<int> ring(4);
   std::thread producer([&] {
     for (int i = 0; i < 3; ++i) {
@@ -343,9 +343,9 @@ TEST_F(SpscRing, ProducerAndConsumerOnDifferentThreadsAreAllowed) {
 }
 
 #ifndef NDEBUG
-using SpscRingDeathTest = SpscRing;
+using spsc_ring_DeathTest = spsc_ring_test;
 
-TEST_F(SpscRingDeathTest, SecondProducerThreadAborts) {
+TEST_F(spsc_ring_DeathTest, second_producer_thread_aborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
@@ -357,7 +357,7 @@ TEST_F(SpscRingDeathTest, SecondProducerThreadAborts) {
       "spsc_ring: called from a second producer thread");
 }
 
-TEST_F(SpscRingDeathTest, SecondConsumerThreadAborts) {
+TEST_F(spsc_ring_DeathTest, second_consumer_thread_aborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {

@@ -35,13 +35,13 @@ void expect_exactly_once(const mpmc::stress_config& config, const mpmc::shape& s
   EXPECT_EQ(nodes.leaked(), 0) << "node blocks still allocated after the stack and its threads";
 }
 
-TEST(StackStress, FourProducersFourConsumers) {
+TEST(stack_stress, four_producers_four_consumers) {
   const mpmc::stress_config config;
   const auto items = static_cast<std::uint32_t>(config.scaled(500'000));
   expect_exactly_once<mpmc::item>(config, { 4, 4, items });
 }
 
-TEST(StackStress, NonTrivialElementsConstructedAndDestroyedOnce) {
+TEST(stack_stress, non_trivial_elements_constructed_and_destroyed_once) {
   const mpmc::stress_config config;
   const auto items = static_cast<std::uint32_t>(config.scaled(100'000));
   lifecycle::reset();
