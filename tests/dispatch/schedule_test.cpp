@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <latch>
@@ -120,6 +121,24 @@ TEST(affinity, yield_goes_to_the_back_of_the_threads_queue) {
   EXPECT_EQ(order, (std::vector<int>{ 1, 2, 3 }));
 }
 
+// Awaits a future and opens `gate` once the task is suspended on it, never before: a future
+// completed first would let the task go on where it is, which is not what a test of where the
+// completion resumes it wants to see.
+template <typename Awaiter>
+struct open_once_suspended {
+  Awaiter inner;
+  std::latch& gate;
+
+  bool await_ready() const noexcept { return false; }
+  template <typename Promise>
+  bool await_suspend(std::coroutine_handle<Promise> suspended) {
+    const bool stays_suspended = inner.await_suspend(suspended);
+    gate.count_down();  // from here the frame, and this awaiter, may be resumed elsewhere
+    return stays_suspended;
+  }
+  auto await_resume() { return inner.await_resume(); }
+};
+
 // Without a home (a thread that is no executor's) a task resumes where the future completes.
 TEST(affinity, a_task_on_a_thread_without_an_executor_resumes_on_the_completing_thread) {
   handler_thread h;
@@ -130,17 +149,13 @@ TEST(affinity, a_task_on_a_thread_without_an_executor_resumes_on_the_completing_
   });
   // sync_wait drives the task on this test's thread, which has no executor.
   std::thread::id resumed_on;
-  auto body = [](future<int>& f, std::thread::id& where) -> task<int> {
-    const int value = co_await f;
+  auto body = [](future<int>& f, std::latch& opens, std::thread::id& where) -> task<int> {
+    using awaiter = decltype(f.operator co_await());
+    const int value = co_await open_once_suspended<awaiter>{ f.operator co_await(), opens };
     where = std::this_thread::get_id();
     co_return value;
   };
-  std::thread opener([&gate] {
-    std::this_thread::sleep_for(5ms);
-    gate.count_down();
-  });
-  EXPECT_EQ(cyan::test::sync_wait(body(pending, resumed_on)), 3);
-  opener.join();
+  EXPECT_EQ(cyan::test::sync_wait(body(pending, gate, resumed_on)), 3);
   EXPECT_EQ(resumed_on, h.get_id());
 }
 
