@@ -101,7 +101,7 @@ void handler_thread_runtime::set_up() {
 }
 
 void handler_thread_runtime::tear_down() noexcept {
-  end_this_thread_waits();          // waits of tasks from elsewhere (see thread_bound_wait.h)
+  end_this_thread_waits();         // waits of tasks from elsewhere (see thread_bound_wait.h)
   reset_this_thread_wait_wheel();  // ends the timed waits still pending (see timed_wait.h)
   timer_.reset();
   nap_.reset();
