@@ -9,6 +9,7 @@
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "cyan/dispatch/detail/thread_bound_wait.h"
 #include "cyan/dispatch/sleep.h"
+#include "cyan/event/detail/ring.h"
 
 namespace cyan::dispatch::detail {
 
@@ -103,6 +104,7 @@ void handler_thread_runtime::set_up() {
 void handler_thread_runtime::tear_down() noexcept {
   end_this_thread_waits();         // waits of tasks from elsewhere (see thread_bound_wait.h)
   reset_this_thread_wait_wheel();  // ends the timed waits still pending (see timed_wait.h)
+  event::detail::ring::reset_this_thread();  // after the tasks: it waits for what is in flight
   timer_.reset();
   nap_.reset();
   waker_.reset();
@@ -160,6 +162,10 @@ void handler_thread_runtime::run() {
 
 // The sources. Where a round finds work, in the order it looks:
 //   - the inbox:   the shared queue, then each producer's lane (inbox::drain);
+//   - the ring:    the thread's io_uring, once a socket or file set it up (event/detail/ring.h):
+//                  queued entries submitted and completions run in one system call, made only
+//                  when its shared memory says there is something; asleep, the thread is woken
+//                  by the ring's eventfd, which the loop watches;
 //   - elsewhere:   only when the inbox was empty: the idle hook's work, a pool worker's claim
 //                  from the pool's shared queue (idle_hook::run_elsewhere);
 //   - the loop:    io watchers and timers (delayed work among them, see "Delayed work" below): a
@@ -167,11 +173,15 @@ void handler_thread_runtime::run() {
 //                  says (a busy thread's periodic turn, the turns after a wake-up by the loop)
 //                  and in every sleep.
 // A static list, not a registry of pollers: there are few sources, and each is drained, probed
-// and slept on in its own way. A new one (an io_uring completion ring) is one more entry in
-// drain_sources() and in others_have_work() (what the spin and the sleep check probe), and, if
-// the thread must arm something before it blocks, a line in sleep().
+// and slept on in its own way. A new one is one more entry in drain_sources() and in
+// others_have_work() (what the spin and the sleep check probe), and, if the thread must arm
+// something before it blocks, a line in sleep().
 std::size_t handler_thread_runtime::drain_sources() {
   std::size_t taken = inbox_.drain(kBatch);
+  if (event::detail::ring* ring = event::detail::ring::this_thread_if_set_up();
+      ring != nullptr && ring->has_work()) {
+    taken += ring->drain();
+  }
   if (taken == 0 && hook_ != nullptr) {
     taken = hook_->run_elsewhere(owner_);
   }
@@ -187,7 +197,9 @@ bool handler_thread_runtime::sources_have_work() noexcept {
 // inbox::prepare_sleep and "No lost wake-up" in idle_hook.h).
 bool handler_thread_runtime::others_have_work(void* self) noexcept {
   auto* runtime = static_cast<handler_thread_runtime*>(self);
-  return runtime->hook_ != nullptr && runtime->hook_->has_work(runtime->owner_);
+  const event::detail::ring* ring = event::detail::ring::this_thread_if_set_up();
+  return (ring != nullptr && ring->has_work()) ||
+         (runtime->hook_ != nullptr && runtime->hook_->has_work(runtime->owner_));
 }
 
 // One non-blocking turn of the loop; whether it ran callbacks. The loop's time is a clock

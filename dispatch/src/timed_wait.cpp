@@ -89,7 +89,8 @@ void timed_wait::withdraw() noexcept {
   }
   // kDone first, so that the expiry entry's destruction does not report the wait lost.
   const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
-  if ((previous & (kDone | kStop)) == 0) {
+  // A stop request's cancel job ends the wait, unless an interruptible wait took it.
+  if ((previous & kDone) == 0 && ((previous & kStop) == 0 || stop_interrupted_)) {
     stop_waiting();
   }
 }
@@ -176,10 +177,17 @@ void timed_wait::end_wait_later() noexcept {
 
 void timed_wait::expired() noexcept {
   wheel_ = nullptr;  // the entry is running: nothing to cancel
+  const std::error_code expiry =
+      expiry_ == std::errc{} ? std::error_code() : std::make_error_code(expiry_);
+  if (interrupt_ != nullptr && interrupt_(*this, expiry)) {
+    return;  // the operation's completion ends the wait
+  }
   if (!claim_end()) {
     return;
   }
-  error_ = expiry_ == std::errc{} ? std::error_code() : std::make_error_code(expiry_);
+  if (interrupt_ == nullptr) {
+    error_ = expiry;
+  }
   stop_waiting();
   resume_on(home_->executor, coroutine_, owner_);
 }
@@ -208,8 +216,22 @@ void timed_wait::stop_requested() noexcept {
 }
 
 void timed_wait::cancel_on_loop_thread() noexcept {
-  error_ = canceled();
+  if (interrupt_ == nullptr) {
+    error_ = canceled();
+  } else if (interrupt_(*this, canceled())) {
+    stop_interrupted_ = true;  // the operation's completion ends the wait
+    return;
+  }
   end_wait();
+}
+
+void timed_wait::end_interrupted_wait() noexcept {
+  const unsigned previous = state_.fetch_or(kDone, std::memory_order_acq_rel);
+  if ((previous & kStop) != 0 && !stop_interrupted_) {
+    return;  // the stop's cancel job is on its way: it ends the wait
+  }
+  stop_waiting();
+  resume_on(home_->executor, coroutine_, owner_);
 }
 
 }  // namespace cyan::dispatch::detail

@@ -26,6 +26,13 @@
 //   resume     finish_wait() in await_resume(): waits for a stop callback still running on
 //              another thread, then reports how the wait ended.
 //
+// An interruptible wait (one with an interrupt_fn: a ring operation, detail/ring_wait.h) cannot
+// end the moment its deadline passes or its stop comes, because the kernel may still be using
+// its buffers: expired and stopped then call interrupt_fn, which asks the kernel to cancel and
+// returns true, and the derived wait ends it when the operation's completion comes
+// (end_interrupted_wait()); interrupt_fn returns false when the completion came already, and
+// the wait ends as the derived wait recorded it.
+//
 // The loop-thread ends never race each other; a stop request, which may come on any thread, is
 // ordered against them by state_. A cancel job that the thread refuses (it finished) does
 // nothing: the thread's teardown ends the wait, and may be doing so right now, so the frame is
@@ -77,11 +84,18 @@ class timed_wait : private thread_bound_wait {
   /// What else a wait must be withdrawn from when it ends other than by its derived end (a
   /// socket's reader or writer slot); null when nothing.
   using withdraw_fn = void (*)(timed_wait& wait) noexcept;
+  /// How an interruptible wait takes an expiry or a stop request (`why`: its error): true when
+  /// it took it and will end the wait itself, false when the wait may end now (see the top).
+  using interrupt_fn = bool (*)(timed_wait& wait, std::error_code why) noexcept;
 
   /// `expiry`: how the wait ends when its deadline passes: std::errc{} (no error) for a sleep,
   /// std::errc::timed_out for a socket operation.
-  explicit timed_wait(std::errc expiry, withdraw_fn withdraw = nullptr) noexcept
-      : thread_bound_wait(&thread_finished), withdraw_(withdraw), expiry_(expiry) {}
+  explicit timed_wait(std::errc expiry, withdraw_fn withdraw = nullptr,
+                      interrupt_fn interrupt = nullptr) noexcept
+      : thread_bound_wait(&thread_finished),
+        withdraw_(withdraw),
+        interrupt_(interrupt),
+        expiry_(expiry) {}
   ~timed_wait();
 
   enum class admission {
@@ -110,6 +124,11 @@ class timed_wait : private thread_bound_wait {
   /// another of the thread's tasks (a socket closed by one). Does nothing when a stop request
   /// came first (its cancel job ends the wait).
   void end_wait_later() noexcept;
+
+  /// An interruptible wait's end, with error_ set as its outcome, when its operation completed:
+  /// ends the wait and resumes the coroutine on its home, unless a stop request's cancel job is
+  /// on its way (which then ends it: interrupt_fn returns false).
+  void end_interrupted_wait() noexcept;
 
   /// The destroyed end: withdraws a wait still pending. Derived destructors call it first, so
   /// that their withdraw_fn still sees them whole; a later call does nothing.
@@ -150,6 +169,7 @@ class timed_wait : private thread_bound_wait {
   void stop_waiting() noexcept;
 
   withdraw_fn withdraw_;
+  interrupt_fn interrupt_;
   std::coroutine_handle<> coroutine_;
   branch* owner_ = nullptr;
   // The loop thread's: its executor is the coroutine's home, its thread the wheel's and the
@@ -160,6 +180,7 @@ class timed_wait : private thread_bound_wait {
   // Written by the loop thread and by the stop callback (any thread), see the bits above.
   std::atomic<unsigned> state_{ 0 };
   std::errc expiry_;
+  bool stop_interrupted_ = false;  // the cancel job ran and interrupt_fn took it
   std::optional<std::stop_callback<on_stop>> stop_watch_;
 };
 
