@@ -99,6 +99,9 @@ void handler_thread_runtime::set_up() {
     arm_timer();
   });
   inbox_.attach(*this);
+  // A loop is its first runner's (event/loop.h): claim it now, so that the thread checks hold
+  // from the start, also for a thread whose tasks never wait on the loop (io_uring sockets).
+  loop_->run_nowait();
 }
 
 void handler_thread_runtime::tear_down() noexcept {

@@ -38,10 +38,14 @@ void ring_wait::interrupt(std::error_code why) noexcept {
   interrupt_operation(*this, why);
 }
 
-bool ring_wait::interrupt_operation(timed_wait& wait, std::error_code why) noexcept {
+timed_wait::interruption ring_wait::interrupt_operation(timed_wait& wait,
+                                                        std::error_code why) noexcept {
   auto& self = static_cast<ring_wait&>(wait);
+  if (self.ring_ == nullptr) {
+    return interruption::plain;  // waiting without the ring (a readiness wait)
+  }
   if (!self.in_flight()) {
-    return false;  // the completion came: the wait ends as it recorded
+    return interruption::completed;  // the wait ends as the completion recorded
   }
   if (!self.interrupted_) {
     self.interrupted_ = true;
@@ -53,12 +57,14 @@ bool ring_wait::interrupt_operation(timed_wait& wait, std::error_code why) noexc
       std::fprintf(stderr, "cyan: cancelling an io_uring operation failed: %s\n", error.what());
     }
   }
-  return true;
+  return interruption::taken;
 }
 
 void ring_wait::complete(int result, unsigned /*flags*/) noexcept {
   if (interrupted_) {
-    if (result == -ECANCELED || !completed(result)) {
+    // Only what the kernel did beats the interruption: a failure (-ECANCELED, or the socket
+    // closed under a call not yet submitted) reports why the operation was interrupted.
+    if (result < 0 || !completed(result)) {
       error_ = interruption_;  // a partial transfer's count stays with the derived wait
     }
   } else if (!completed(result)) {

@@ -179,13 +179,15 @@ void timed_wait::expired() noexcept {
   wheel_ = nullptr;  // the entry is running: nothing to cancel
   const std::error_code expiry =
       expiry_ == std::errc{} ? std::error_code() : std::make_error_code(expiry_);
-  if (interrupt_ != nullptr && interrupt_(*this, expiry)) {
+  const interruption taken =
+      interrupt_ != nullptr ? interrupt_(*this, expiry) : interruption::plain;
+  if (taken == interruption::taken) {
     return;  // the operation's completion ends the wait
   }
   if (!claim_end()) {
     return;
   }
-  if (interrupt_ == nullptr) {
+  if (taken == interruption::plain) {
     error_ = expiry;
   }
   stop_waiting();
@@ -216,11 +218,14 @@ void timed_wait::stop_requested() noexcept {
 }
 
 void timed_wait::cancel_on_loop_thread() noexcept {
-  if (interrupt_ == nullptr) {
-    error_ = canceled();
-  } else if (interrupt_(*this, canceled())) {
+  const interruption taken =
+      interrupt_ != nullptr ? interrupt_(*this, canceled()) : interruption::plain;
+  if (taken == interruption::taken) {
     stop_interrupted_ = true;  // the operation's completion ends the wait
     return;
+  }
+  if (taken == interruption::plain) {
+    error_ = canceled();
   }
   end_wait();
 }

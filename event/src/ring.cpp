@@ -50,8 +50,16 @@ backend_choice parse_backend(const char* value) noexcept {
 }
 
 // The setups tried in order: the kernel refuses flags it does not know with EINVAL.
+//
+// Not DEFER_TASKRUN, though it is the cheapest where a thread sleeps in io_uring_enter: this
+// thread sleeps in its libev loop (epoll_wait) and is woken by the ring's eventfd, and with
+// DEFER_TASKRUN a completion produced in softirq context (any loopback or NIC receive)
+// signals that eventfd only after an RCU grace period: 10-15 ms per wake-up on kernel 6.x
+// (measured; see docs/bench/notes.md, "io_uring"). COOP_TASKRUN runs the completions at the
+// thread's next system call and wakes a sleeping thread at once; TASKRUN_FLAG tells us when
+// to make that call.
 constexpr unsigned kSetups[] = {
-  IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+  IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
       IORING_SETUP_TASKRUN_FLAG,
   IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
   0,
@@ -91,6 +99,10 @@ std::string why_not(int error) {
     case ENOMEM:
       text += " (out of memory, or the locked-memory limit: ulimit -l)";
       break;
+    case EMFILE:
+    case ENFILE:
+      text += " (out of file descriptors: a ring and its eventfd need two)";
+      break;
     default:
       break;
   }
@@ -114,17 +126,27 @@ backend_choice configured_backend() noexcept {
   return choice;
 }
 
+// A failure for want of descriptors or memory may pass: it decides nothing (auto: this socket
+// uses epoll, the next one tries again; io_uring: this call throws). Any other failure (EPERM
+// from seccomp or the sysctl, ENOSYS, EINVAL) decides the thread's backend for good.
 ring* ring::this_thread() {
   thread_ring& state = this_thread_ring;
-  if (!state.decided) {
+  if (!state.decided && configured_backend() == backend_choice::epoll) {
     state.decided = true;
-    if (configured_backend() != backend_choice::epoll) {
-      try {
-        state.instance.reset(new ring(this_thread::get_event_loop()));
-      } catch (const std::system_error& error) {
-        if (configured_backend() == backend_choice::io_uring) {
-          state.failure = error.code().value();
+  }
+  if (!state.decided) {
+    try {
+      state.instance.reset(new ring(this_thread::get_event_loop()));
+      state.decided = true;
+    } catch (const std::system_error& error) {
+      const int code = error.code().value();
+      const bool passing = code == EMFILE || code == ENFILE || code == ENOMEM;
+      state.decided = !passing;
+      if (configured_backend() == backend_choice::io_uring) {
+        if (passing) {
+          throw std::system_error(code, std::generic_category(), why_not(code));
         }
+        state.failure = code;
       }
     }
   }
@@ -208,6 +230,8 @@ io_uring_sqe* ring::prepare(ring_operation& op) {
     }
   }
   io_uring_sqe_set_data(entry, &op);
+  if (std::getenv("CYAN_RING_DEBUG"))
+    std::fprintf(stderr, "[%p] prepare %p\n", (void*)this, (void*)&op);
   op.in_flight_ = true;
   ++in_flight_;
   return entry;
@@ -329,6 +353,9 @@ std::size_t ring::drain() noexcept {
       const held_completion held = held_[i];  // run() may grow held_
       if (held.op != nullptr) {
         held_[i].op = nullptr;
+        if (std::getenv("CYAN_RING_DEBUG"))
+          std::fprintf(stderr, "[%p] complete %p res %d\n", (void*)this, (void*)held.op,
+                       held.result);
         held.op->complete(held.result, held.flags);
         ++ran;
       }

@@ -1,5 +1,7 @@
 #include "cyan/net/detail/socket_core.h"
 
+#include <liburing.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,7 +81,11 @@ void socket_core::attach_here(const char* operation) {
         "cyan::net: sockets run on handler threads: use a socket in a cyan::dispatch::task "
         "spawned on a handler_thread");
   }
+  ring_ = event::detail::ring::this_thread();  // throws when io_uring is chosen and refused
   loop_ = this_thread::get_event_loop();
+  if (ring_ != nullptr) {
+    return;  // the ring's completions tell what the watcher would
+  }
   watcher_.emplace(loop_);
   watcher_->set_file_descriptor(fd_);
   watcher_->set_callback([this](event::io_events ready) { on_ready(ready); });
@@ -105,10 +111,25 @@ void socket_core::close() noexcept {
   if (watcher_) {
     watcher_->stop();
   }
+  bool interrupted = false;
   for (io_wait* op : { std::exchange(reader_, nullptr), std::exchange(writer_, nullptr) }) {
     if (op != nullptr) {
       op->core_ = nullptr;
-      op->closed();
+      if (ring_ != nullptr) {
+        op->interrupt(std::make_error_code(std::errc::operation_canceled));
+        interrupted = true;
+      } else {
+        op->closed();
+      }
+    }
+  }
+  if (interrupted) {
+    // A call still queued would otherwise reach the kernel after the descriptor's number was
+    // closed, and perhaps reused: submitted now, it holds the file until it is cancelled.
+    try {
+      ring_->submit();
+    } catch (const std::system_error&) {
+      // Refused: those calls fail with the kernel's error, reported as operation_canceled.
     }
   }
   ::close(fd_);
@@ -151,6 +172,9 @@ void socket_core::unwait(io_wait& op) noexcept {
 
 // The watcher runs only while someone waits, for the directions they wait in.
 void socket_core::update_watcher() noexcept {
+  if (!watcher_) {
+    return;  // the io_uring backend: nothing to watch
+  }
   const event::io_events wanted = (reader_ != nullptr ? event::io::read : event::io_events::none) |
                                   (writer_ != nullptr ? event::io::write : event::io_events::none);
   if (wanted == event::io_events::none) {
@@ -193,7 +217,9 @@ void socket_core::on_ready(event::io_events ready) noexcept {
 // ---- io_wait ----
 
 io_wait::~io_wait() {
-  withdraw();  // first: withdraw_from_socket() needs the io_wait whole
+  // First: the kernel may still use the derived operation's buffers, and withdraw_from_socket()
+  // needs the io_wait whole.
+  withdraw_operation();
 }
 
 void io_wait::withdraw_from_socket(timed_wait& wait) noexcept {
@@ -215,6 +241,12 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   core_->check_direction_free(direction_);  // before the system call: no byte moves
   if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
     return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
+  }
+  if (event::detail::ring* ring = core_->ring(); ring != nullptr) {
+    polling_ = poll_first();
+    start_ring_wait(*ring, coroutine, owner, timeout_);  // may throw: before anything queued
+    core_->wait(*this, direction_);
+    return true;
   }
   if (!adaptive_read()) {
     if (attempt()) {
@@ -250,6 +282,41 @@ void io_wait::ready() noexcept {
 void io_wait::closed() noexcept {
   error_ = std::make_error_code(std::errc::operation_canceled);
   end_wait_later();
+}
+
+// The io_uring backend's steps: the operation's call, or a poll for its direction after the
+// kernel answered EAGAIN.
+void io_wait::prepare(io_uring_sqe* entry) noexcept {
+  if (!polling_) {
+    prepare_call(entry);
+    return;
+  }
+  const bool read = direction_ == event::io_events::read;
+  io_uring_prep_poll_add(entry, core_->fd(), read ? POLLIN : POLLOUT);
+}
+
+bool io_wait::completed(int result) noexcept {
+  if (polling_) {
+    polling_ = false;
+    if (result < 0) {
+      error_ = { -result, std::generic_category() };
+      return true;
+    }
+    return false;  // ready: make the call
+  }
+  switch (result) {
+    case -EAGAIN:
+#if EAGAIN != EWOULDBLOCK
+    case -EWOULDBLOCK:
+#endif
+    case -EINPROGRESS:  // a connect on a kernel that honours O_NONBLOCK for ring operations
+      polling_ = true;
+      return false;
+    case -EINTR:
+      return false;
+    default:
+      return call_completed(result);
+  }
 }
 
 void io_wait::finish(const char* what) {

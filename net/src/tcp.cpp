@@ -1,5 +1,7 @@
 #include "cyan/net/tcp.h"
 
+#include <liburing.h>
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -225,6 +227,19 @@ bool read_some_op::attempt() noexcept {
   return true;
 }
 
+void read_some_op::prepare_call(io_uring_sqe* entry) noexcept {
+  io_uring_prep_recv(entry, core_->fd(), buffer_.data(), buffer_.size(), 0);
+}
+
+bool read_some_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+  } else {
+    done_ = static_cast<std::size_t>(result);
+  }
+  return true;
+}
+
 bool read_exact_op::attempt() noexcept {
   while (done_ < buffer_.size()) {
     const std::span<std::byte> rest = buffer_.subspan(done_);
@@ -245,6 +260,24 @@ bool read_exact_op::attempt() noexcept {
   return true;
 }
 
+void read_exact_op::prepare_call(io_uring_sqe* entry) noexcept {
+  const std::span<std::byte> rest = buffer_.subspan(done_);
+  io_uring_prep_recv(entry, core_->fd(), rest.data(), rest.size(), 0);
+}
+
+bool read_exact_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+    return true;
+  }
+  if (result == 0 && done_ < buffer_.size()) {
+    error_ = make_error_code(error::end_of_stream);
+    return true;
+  }
+  done_ += static_cast<std::size_t>(result);
+  return done_ == buffer_.size();
+}
+
 namespace {
 
 // One send() of `bytes` (MSG_NOSIGNAL: a reset peer is an error, not SIGPIPE), see io_call().
@@ -263,13 +296,30 @@ bool write_some_op::attempt() noexcept {
   return true;
 }
 
+void write_some_op::prepare_call(io_uring_sqe* entry) noexcept {
+  io_uring_prep_send(entry, core_->fd(), buffer_.data(), buffer_.size(), MSG_NOSIGNAL);
+}
+
+bool write_some_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+  } else {
+    done_ = static_cast<std::size_t>(result);
+  }
+  return true;
+}
+
+bool write_all_op::skip_written() noexcept {
+  while (next_ < buffers_.size() && offset_ == buffers_[next_].size()) {
+    ++next_;  // skips empty buffers and the one just finished
+    offset_ = 0;
+  }
+  return next_ < buffers_.size();
+}
+
 bool write_all_op::attempt() noexcept {
   for (;;) {
-    while (next_ < buffers_.size() && offset_ == buffers_[next_].size()) {
-      ++next_;  // skips empty buffers and the one just finished
-      offset_ = 0;
-    }
-    if (next_ == buffers_.size()) {
+    if (!skip_written()) {
       return true;
     }
     long n = 0;
@@ -296,6 +346,37 @@ bool write_all_op::attempt() noexcept {
     }
     advance(static_cast<std::size_t>(n));
   }
+}
+
+// As attempt(): send() for the last buffer, sendmsg() gathering up to kGather otherwise; an
+// empty write sends nothing and completes with 0.
+void write_all_op::prepare_call(io_uring_sqe* entry) noexcept {
+  if (!skip_written() || next_ + 1 == buffers_.size()) {
+    const std::span<const std::byte> rest =
+        next_ < buffers_.size() ? buffers_[next_].subspan(offset_) : std::span<const std::byte>();
+    io_uring_prep_send(entry, core_->fd(), rest.data(), rest.size(), MSG_NOSIGNAL);
+    return;
+  }
+  const std::size_t count = std::min(kGather, buffers_.size() - next_);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::span<const std::byte> piece = buffers_[next_ + i].subspan(i == 0 ? offset_ : 0);
+    pieces_[i] = { const_cast<std::byte*>(piece.data()), piece.size() };
+  }
+  message_ = {};
+  message_.msg_iov = pieces_;
+  message_.msg_iovlen = count;
+  io_uring_prep_sendmsg(entry, core_->fd(), &message_, MSG_NOSIGNAL);
+}
+
+bool write_all_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+    return true;
+  }
+  if (next_ < buffers_.size()) {
+    advance(static_cast<std::size_t>(result));
+  }
+  return !skip_written();
 }
 
 void write_all_op::advance(std::size_t written) noexcept {
@@ -345,6 +426,18 @@ bool connect_op::attempt() noexcept {
   }
   if (failure != 0) {
     error_ = { failure, std::generic_category() };
+  }
+  return true;
+}
+
+void connect_op::prepare_call(io_uring_sqe* entry) noexcept {
+  io_uring_prep_connect(entry, core_->fd(), peer_.data(), peer_.size());
+}
+
+// A connect made again after a poll (a kernel that answered EINPROGRESS) reports EISCONN.
+bool connect_op::call_completed(int result) noexcept {
+  if (result < 0 && result != -EISCONN) {
+    error_ = { -result, std::generic_category() };
   }
   return true;
 }
@@ -422,6 +515,36 @@ bool accept_op::attempt() noexcept {
         error_ = last_error();
         return true;
     }
+  }
+}
+
+bool accept_op::poll_first() noexcept {
+  return std::exchange(speculative_, false) && listener_->out_of_descriptors;  // see attempt()
+}
+
+void accept_op::prepare_call(io_uring_sqe* entry) noexcept {
+  io_uring_prep_accept(entry, core_->fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+bool accept_op::call_completed(int result) noexcept {
+  if (result >= 0) {
+    accepted_ = result;
+    listener_->out_of_descriptors = false;
+    return true;
+  }
+  switch (-result) {
+    case ECONNABORTED:  // the client gave up before we took it: take the next one
+    case EPROTO:
+      return false;
+    case EMFILE:
+    case ENFILE:
+      error_ = { -result, std::generic_category() };
+      listener_->out_of_descriptors = true;
+      listener_->shed_connections();
+      return true;
+    default:
+      error_ = { -result, std::generic_category() };
+      return true;
   }
 }
 

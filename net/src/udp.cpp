@@ -1,7 +1,9 @@
 #include "cyan/net/udp.h"
 
+#include <liburing.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 #include <string>
@@ -75,6 +77,25 @@ bool send_op::attempt() noexcept {
   return true;
 }
 
+void send_op::prepare_call(io_uring_sqe* entry) noexcept {
+  piece_ = { const_cast<std::byte*>(datagram_.data()), datagram_.size() };
+  message_ = {};
+  message_.msg_name = peer_ != nullptr ? const_cast<::sockaddr*>(peer_->data()) : nullptr;
+  message_.msg_namelen = peer_ != nullptr ? peer_->size() : 0;
+  message_.msg_iov = &piece_;
+  message_.msg_iovlen = 1;
+  io_uring_prep_sendmsg(entry, core_->fd(), &message_, MSG_NOSIGNAL);
+}
+
+bool send_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+  } else {
+    done_ = static_cast<std::size_t>(result);
+  }
+  return true;
+}
+
 bool receive_op::attempt() noexcept {
   // MSG_TRUNC: the result is the datagram's real length, so truncation shows.
   const long n = io_call(
@@ -92,6 +113,28 @@ bool receive_op::attempt() noexcept {
     result_.truncated = length > buffer_.size();
     result_.size = result_.truncated ? buffer_.size() : length;
   }
+  return true;
+}
+
+void receive_op::prepare_call(io_uring_sqe* entry) noexcept {
+  piece_ = { buffer_.data(), buffer_.size() };
+  message_ = {};
+  message_.msg_name = result_.sender.storage();
+  message_.msg_namelen = endpoint::capacity();
+  message_.msg_iov = &piece_;
+  message_.msg_iovlen = 1;
+  io_uring_prep_recvmsg(entry, core_->fd(), &message_, MSG_TRUNC);  // as attempt()
+}
+
+bool receive_op::call_completed(int result) noexcept {
+  if (result < 0) {
+    error_ = { -result, std::generic_category() };
+    return true;
+  }
+  sender_size_ = message_.msg_namelen;
+  const auto length = static_cast<std::size_t>(result);
+  result_.truncated = length > buffer_.size() || (message_.msg_flags & MSG_TRUNC) != 0;
+  result_.size = std::min(length, buffer_.size());
   return true;
 }
 

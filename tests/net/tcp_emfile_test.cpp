@@ -43,6 +43,15 @@ using cyan::net::tcp_socket;
   std::_Exit(1);
 }
 
+// The thread's io_uring ring (when that is the backend) is set up before the table fills, as a
+// server's is before it runs out of descriptors: setting it up needs descriptors too.
+void set_up_backend(handler_thread& h) {
+  co_spawn(h, []() -> task<> {
+    (void)cyan::net::current_backend();
+    co_return;
+  }).get();
+}
+
 // RLIMIT_NOFILE at 256, so that filling the descriptor table is quick.
 template <typename Fail>
 void lower_descriptor_limit(Fail fail) {
@@ -64,6 +73,7 @@ void lower_descriptor_limit(Fail fail) {
   std::stop_source stop;
   {
     handler_thread h;
+    set_up_backend(h);
     auto listener = tcp_listener::bind(endpoint::loopback_v4());
     const endpoint address = listener.local_endpoint();
     auto server = co_spawn(
@@ -164,6 +174,7 @@ template <typename Fail>
 back_off_codes accept_then_close(bool fill_table, Fail fail) {
   back_off_codes codes;
   handler_thread h;
+  set_up_backend(h);
   const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   std::vector<int> fillers;
   while (fill_table && fillers.size() < 100'000) {

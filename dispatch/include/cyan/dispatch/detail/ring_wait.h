@@ -56,7 +56,7 @@ class ring_wait : protected timed_wait, public event::detail::ring_operation {
 
  private:
   void complete(int result, unsigned flags) noexcept final;
-  static bool interrupt_operation(timed_wait& wait, std::error_code why) noexcept;
+  static interruption interrupt_operation(timed_wait& wait, std::error_code why) noexcept;
 
   event::detail::ring* ring_ = nullptr;  // set while the operation may be in the ring
   std::error_code interruption_;

@@ -28,10 +28,10 @@
 //
 // An interruptible wait (one with an interrupt_fn: a ring operation, detail/ring_wait.h) cannot
 // end the moment its deadline passes or its stop comes, because the kernel may still be using
-// its buffers: expired and stopped then call interrupt_fn, which asks the kernel to cancel and
-// returns true, and the derived wait ends it when the operation's completion comes
-// (end_interrupted_wait()); interrupt_fn returns false when the completion came already, and
-// the wait ends as the derived wait recorded it.
+// its buffers: expired and stopped then call interrupt_fn, which asks the kernel to cancel
+// (interruption::taken), and the derived wait ends it when the operation's completion comes
+// (end_interrupted_wait()); when the completion came already the wait ends as the derived wait
+// recorded it (interruption::completed), and without an operation as a plain wait would.
 //
 // The loop-thread ends never race each other; a stop request, which may come on any thread, is
 // ordered against them by state_. A cancel job that the thread refuses (it finished) does
@@ -84,9 +84,13 @@ class timed_wait : private thread_bound_wait {
   /// What else a wait must be withdrawn from when it ends other than by its derived end (a
   /// socket's reader or writer slot); null when nothing.
   using withdraw_fn = void (*)(timed_wait& wait) noexcept;
-  /// How an interruptible wait takes an expiry or a stop request (`why`: its error): true when
-  /// it took it and will end the wait itself, false when the wait may end now (see the top).
-  using interrupt_fn = bool (*)(timed_wait& wait, std::error_code why) noexcept;
+  /// How an interruptible wait takes an expiry or a stop request (`why`: its error).
+  enum class interruption {
+    plain,      // nothing in flight: the wait ends now with `why`, as a plain wait
+    taken,      // the operation is being cancelled: its completion ends the wait
+    completed,  // the completion came: the wait ends now as the derived wait recorded it
+  };
+  using interrupt_fn = interruption (*)(timed_wait& wait, std::error_code why) noexcept;
 
   /// `expiry`: how the wait ends when its deadline passes: std::errc{} (no error) for a sleep,
   /// std::errc::timed_out for a socket operation.

@@ -4,10 +4,11 @@
 // net/ (sockets) and fs/ (files), below both.
 //
 // One ring per thread that does ring I/O, set up on first use (ring::this_thread()) with
-// SINGLE_ISSUER + DEFER_TASKRUN + TASKRUN_FLAG (else COOP_TASKRUN + TASKRUN_FLAG, else plain):
-// completions are produced only when this thread enters the kernel, and the kernel raises a
-// flag in the shared submission ring when it has some ready, so "is there anything?" is a read
-// of memory, not a system call. The thread's round drives it:
+// SINGLE_ISSUER + COOP_TASKRUN + TASKRUN_FLAG (else without SINGLE_ISSUER, else plain; not
+// DEFER_TASKRUN, see kSetups in ring.cpp): completions are produced when this thread enters
+// the kernel, and the kernel raises a flag in the shared submission ring when it has some
+// ready, so "is there anything?" is a read of memory, not a system call. The thread's round
+// drives it:
 //
 //   drain      ring::drain() (the round's source, handler_thread_runtime's drain_sources()):
 //              one io_uring_enter that submits every entry queued since the last drain and
@@ -108,6 +109,10 @@ class ring : noncopyable {
   /// the other completions it reaps for the next drain(). Does nothing when `op` is not in
   /// flight.
   void cancel_and_wait(ring_operation& op) noexcept;
+
+  /// Submits the queued entries now (the kernel takes its references to their files: a
+  /// descriptor may be closed after it). Throws std::system_error when the kernel refuses.
+  void submit() { submit_queued(); }
 
   /// The round's source: submits the queued entries, reaps the completions and runs them;
   /// returns how many ran.

@@ -2,6 +2,9 @@
 
 // The awaiters of udp_socket (see socket_core.h for how they wait).
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <span>
 
@@ -36,9 +39,13 @@ class send_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   std::span<const std::byte> datagram_;
   const endpoint* peer_;
   std::size_t done_ = 0;
+  ::iovec piece_{};  // io_uring: the sendmsg() in flight's
+  ::msghdr message_{};
 };
 
 /// receive_from() / receive(): one recvfrom().
@@ -50,10 +57,14 @@ class receive_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   received_datagram result_;
   ::socklen_t sender_size_ = 0;
+  ::iovec piece_{};  // io_uring: the recvmsg() in flight's
+  ::msghdr message_{};
 };
 
 /// receive(): receive_op's size only.

@@ -13,9 +13,18 @@
 // tries keep missing (each miss is a wasted system call), and for good once such a try finds
 // data.
 //
-// The wait itself is a dispatch::detail::timed_wait (its phases and ends are listed in
-// cyan/dispatch/detail/timed_wait.h): timed out is its expiry (std::errc::timed_out), a stop
-// request its cancellation (operation_canceled), and the thread's finish ends it and drops the
+// On the io_uring backend (the thread has a ring, event/detail/ring.h) an operation does not
+// make its system call: it queues the call on the thread's ring and waits for its completion,
+// and the thread's next drain submits the queued calls of all its sockets in one system call.
+// The wait is then a dispatch::detail::ring_wait (cyan/dispatch/detail/ring_wait.h): a
+// deadline, a stop request or close() ask the kernel to cancel, and the completion decides
+// (the bytes a read got first are the caller's); the socket has no watcher. A call that the
+// kernel answers with EAGAIN (O_NONBLOCK on kernels that honour it for ring operations) waits
+// with a ring poll for the direction and is made again.
+//
+// On the epoll backend, the wait is a dispatch::detail::timed_wait (its phases and ends are
+// listed in cyan/dispatch/detail/timed_wait.h): timed out is its expiry (std::errc::timed_out), a
+// stop request its cancellation (operation_canceled), and the thread's finish ends it and drops the
 // task. The socket adds two ends of its own:
 //
 //   ready      the watcher saw the direction ready: the operation retries its system call
@@ -38,7 +47,9 @@
 #include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
+#include "cyan/dispatch/detail/ring_wait.h"
 #include "cyan/dispatch/detail/timed_wait.h"
+#include "cyan/event/detail/ring.h"
 #include "cyan/event/io.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/timer_wheel.h"
@@ -118,6 +129,9 @@ class socket_core : noncopyable {
   ~socket_core();
 
   [[nodiscard]] int fd() const noexcept { return fd_; }
+  /// The ring of the thread the core is attached to (the io_uring backend); null on the epoll
+  /// backend or before the core is attached.
+  [[nodiscard]] event::detail::ring* ring() const noexcept { return ring_; }
   [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
   [[nodiscard]] bool has_waiters() const noexcept {
     return reader_ != nullptr || writer_ != nullptr;
@@ -125,7 +139,8 @@ class socket_core : noncopyable {
 
   /// Attaches the core to the calling thread if it is not attached yet, else checks (debug
   /// builds) that the calling thread is its own, aborting with a message naming `operation`
-  /// otherwise. Throws std::logic_error off a handler thread (a thread_pool worker included).
+  /// otherwise. Throws std::logic_error off a handler thread (a thread_pool worker included),
+  /// std::system_error when CYAN_NET_BACKEND=io_uring and the thread cannot set up a ring.
   void attach_here(const char* operation);
   /// Throws std::logic_error when an operation of `direction` (event::io_events::read or
   /// write) is pending already: one read and one write at a time. [its thread]
@@ -139,7 +154,8 @@ class socket_core : noncopyable {
   }
 
   /// Ends every pending operation with operation_canceled (they resume later, through their
-  /// threads' queues), stops the watcher and closes the descriptor. Does nothing when closed.
+  /// threads' queues; on io_uring when the kernel confirms the cancellation, or with what it
+  /// completed first), stops the watcher and closes the descriptor. Does nothing when closed.
   void close() noexcept;
 
   /// Gives the descriptor up without closing it. Throws std::logic_error while an operation is
@@ -147,7 +163,8 @@ class socket_core : noncopyable {
   [[nodiscard]] int release();
 
   /// Registers `op` as the socket's reader (event::io_events::read) or writer and starts the
-  /// watcher for it. That direction has no operation (check_direction_free() came first).
+  /// watcher for it (epoll backend). That direction has no operation (check_direction_free() came
+  /// first).
   void wait(io_wait& op, event::io_events direction) noexcept;
   /// Withdraws `op` if it is registered; stops the watcher when nothing waits any more.
   void unwait(io_wait& op) noexcept;
@@ -166,19 +183,22 @@ class socket_core : noncopyable {
   void check_thread(const char* operation) const noexcept;
 
   int fd_;
-  std::shared_ptr<event::loop> loop_;  // null until attached
-  std::optional<event::io> watcher_;   // on loop_, once attached
+  std::shared_ptr<event::loop> loop_;    // null until attached
+  event::detail::ring* ring_ = nullptr;  // the io_uring backend's: loop_'s thread's ring
+  std::optional<event::io> watcher_;     // on loop_, once attached, on the epoll backend
   io_wait* reader_ = nullptr;
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
   cyan::detail::adaptive_attempts read_attempts_;  // see speculate_read()
 };
 
-/// The part every socket awaiter shares: try first, wait for readiness on EAGAIN, a timeout,
-/// stop-token and close cancellation (see the top of this file). Derived awaiters implement
-/// attempt() and an await_resume() that calls finish() first. Neither copyable nor movable: a
-/// pending operation is registered by address (with its socket, and as a timed_wait).
-class io_wait : protected dispatch::detail::timed_wait {
+/// The part every socket awaiter shares: on epoll, try first, wait for readiness on EAGAIN; on
+/// io_uring, queue the call and wait for its completion; a timeout, stop-token and close
+/// cancellation (see the top of this file). Derived awaiters implement attempt(), prepare_call()
+/// and call_completed(), and an await_resume() that calls finish() first. Neither copyable nor
+/// movable: a pending operation is registered by address (with its socket, its ring, and as a
+/// timed_wait).
+class io_wait : protected dispatch::detail::ring_wait {
  public:
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
@@ -189,7 +209,7 @@ class io_wait : protected dispatch::detail::timed_wait {
 
  protected:
   io_wait(socket_core* core, event::io_events direction, timeout_type timeout) noexcept
-      : timed_wait(std::errc::timed_out, &withdraw_from_socket),
+      : ring_wait(std::errc::timed_out, &withdraw_from_socket),
         core_(core),
         timeout_(timeout),
         direction_(direction) {}
@@ -201,6 +221,14 @@ class io_wait : protected dispatch::detail::timed_wait {
   /// True for reads, which may wait for readiness before their first attempt (see
   /// socket_core::speculate_read()); connect, accept and writes always try first.
   [[nodiscard]] virtual bool adaptive_read() const noexcept { return false; }
+
+  /// The io_uring backend's attempt(): fills `entry` for the operation's next system call.
+  virtual void prepare_call(io_uring_sqe* entry) noexcept = 0;
+  /// That call's result (a count, or -errno; never -EAGAIN or -EINTR): true when the operation
+  /// is over (error_ set when it failed), false when another call follows.
+  virtual bool call_completed(int result) noexcept = 0;
+  /// True when the first call on io_uring waits for readiness first (an accept after EMFILE).
+  [[nodiscard]] virtual bool poll_first() noexcept { return false; }
 
   /// For await_resume(): waits for a stop callback still running elsewhere, then throws error_
   /// as std::system_error(error_, what) when set.
@@ -218,9 +246,13 @@ class io_wait : protected dispatch::detail::timed_wait {
   bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
   void ready() noexcept;
   void closed() noexcept;
+  // ring_wait
+  void prepare(io_uring_sqe* entry) noexcept final;
+  bool completed(int result) noexcept final;
 
   timeout_type timeout_;
   event::io_events direction_;
+  bool polling_ = false;  // io_uring: the next call is a poll for direction_
 };
 
 }  // namespace cyan::net::detail

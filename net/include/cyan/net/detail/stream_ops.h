@@ -4,6 +4,7 @@
 // its system call first and waits for readiness only when it would block; reads adapt to a
 // socket whose reads keep blocking (see socket_core.h).
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -32,6 +33,8 @@ class read_some_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   std::size_t done_ = 0;
@@ -47,6 +50,8 @@ class read_exact_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   std::size_t done_ = 0;  // bytes at the start of buffer_ already read
@@ -64,6 +69,8 @@ class write_some_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   std::span<const std::byte> buffer_;
   std::size_t done_ = 0;
 };
@@ -84,10 +91,17 @@ class write_all_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   void advance(std::size_t written) noexcept;
+
+  /// Skips the buffers written completely; false when none is left.
+  bool skip_written() noexcept;
 
   std::span<const std::byte> single_;
   buffer_sequence buffers_;
+  ::iovec pieces_[kGather]{};  // io_uring: the sendmsg() in flight's
+  ::msghdr message_{};
   std::size_t next_ = 0;     // the first buffer not completely written
   std::size_t offset_ = 0;   // bytes of buffers_[next_] already written
   std::size_t written_ = 0;  // bytes of all the buffers already written
@@ -102,6 +116,8 @@ class connect_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
   endpoint peer_;
   std::unique_ptr<socket_core> socket_;
   bool started_ = false;
@@ -140,6 +156,9 @@ class accept_op final : public io_wait {
 
  private:
   bool attempt() noexcept override;
+  void prepare_call(io_uring_sqe* entry) noexcept override;
+  bool call_completed(int result) noexcept override;
+  [[nodiscard]] bool poll_first() noexcept override;
   listener_state* listener_;
   int accepted_ = -1;
   bool speculative_ = true;  // the first attempt, made before any readiness
