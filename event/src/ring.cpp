@@ -230,8 +230,6 @@ io_uring_sqe* ring::prepare(ring_operation& op) {
     }
   }
   io_uring_sqe_set_data(entry, &op);
-  if (std::getenv("CYAN_RING_DEBUG"))
-    std::fprintf(stderr, "[%p] prepare %p\n", (void*)this, (void*)&op);
   op.in_flight_ = true;
   ++in_flight_;
   return entry;
@@ -353,9 +351,6 @@ std::size_t ring::drain() noexcept {
       const held_completion held = held_[i];  // run() may grow held_
       if (held.op != nullptr) {
         held_[i].op = nullptr;
-        if (std::getenv("CYAN_RING_DEBUG"))
-          std::fprintf(stderr, "[%p] complete %p res %d\n", (void*)this, (void*)held.op,
-                       held.result);
         held.op->complete(held.result, held.flags);
         ++ran;
       }
