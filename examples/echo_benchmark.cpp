@@ -1,5 +1,6 @@
 // Echo servers side by side, each driven by load_tester: 100 connections, each sending a message
-// and reading it back, CYAN_BENCH_ECHO_REQUESTS times (default 2000). The arms:
+// and reading it back, CYAN_BENCH_ECHO_REQUESTS times (default 1200: six arms, 11 repetitions
+// and three workloads stay near five minutes on a 2-core machine). The arms:
 //   cyan echo_server          echo_server on its default network backend (CYAN_NET_BACKEND=auto
 //                             in its environment: io_uring where a ring can be set up);
 //   cyan echo_server (epoll)  the same program with CYAN_NET_BACKEND=epoll, the fallback path;
@@ -19,7 +20,7 @@
 // shares the two cores with the server).
 //
 //   CYAN_BENCH_REPS          repetitions per arm (default 11)
-//   CYAN_BENCH_ECHO_REQUESTS round trips per connection per sample (default 2000)
+//   CYAN_BENCH_ECHO_REQUESTS round trips per connection per sample (default 1200)
 
 #include <algorithm>
 #include <chrono>
@@ -197,7 +198,7 @@ bool run_workload(std::size_t size, unsigned threads, bool pinned, std::uint64_t
 }  // namespace
 
 int main() {
-  const std::uint64_t requests = cyan::bench::env_or("CYAN_BENCH_ECHO_REQUESTS", 2000);
+  const std::uint64_t requests = cyan::bench::env_or("CYAN_BENCH_ECHO_REQUESTS", 1200);
   bool ok = true;
   for (const std::size_t size : { std::size_t{ 64 }, std::size_t{ 4096 } }) {
     ok = run_workload(size, 1, true, requests) && ok;
