@@ -1,11 +1,13 @@
 // cyan's http_server against Debian's nginx-light, both with 2 threads (workers) serving the
 // same body (nginx's file is http_server's page, fetched from it) with keep-alive and no access
 // log, driven by Debian's wrk (-t1 -c100, CYAN_BENCH_HTTP_SECONDS per sample, default 10) and
-// by load_tester --mode http (100 connections, 3 s). Both servers start once and stay up; the
-// arms alternate per repetition (the harness), timed as wall seconds per 100k requests (1e5 /
-// requests per second); each arm's server CPU per request (/proc, nginx's workers included),
-// latency p50 / p99 and errors are printed after the table. Skipped, saying so, when nginx or wrk
-// is missing (scripts/install-deps.sh installs both).
+// by load_tester --mode http (100 connections, 3 s). http_server runs twice: "cyan http_server"
+// on its default network backend (CYAN_NET_BACKEND=auto in its environment: io_uring where a
+// ring can be set up) and "cyan http_server (epoll)" with CYAN_NET_BACKEND=epoll. The servers
+// start once and stay up; the arms alternate per repetition (the harness), timed as wall seconds
+// per 100k requests (1e5 / requests per second); each arm's server CPU per request (/proc, nginx's
+// workers included), latency p50 / p99 and errors are printed after the table. Skipped, saying so,
+// when nginx or wrk is missing (scripts/install-deps.sh installs both).
 //
 //   CYAN_BENCH_REPS          repetitions per arm (default 11)
 //   CYAN_BENCH_HTTP_SECONDS  wrk's duration per sample (default 10)
@@ -28,6 +30,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/harness.h"
@@ -38,6 +41,8 @@ namespace {
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
 
+constexpr const char* kCyan = "cyan http_server";
+constexpr const char* kCyanEpoll = "cyan http_server (epoll)";
 constexpr const char* kNginx = "/usr/sbin/nginx";
 constexpr const char* kWrk = "/usr/bin/wrk";
 
@@ -228,6 +233,17 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
   return { elapsed / requests * kRequestsPerUnit, 0 };
 }
 
+// http_server --threads 2 with `backend` as CYAN_NET_BACKEND, and its port (0: it did not
+// start).
+std::pair<std::unique_ptr<child_process>, unsigned> start_http_server(const std::string& backend) {
+  auto server = std::make_unique<child_process>(
+      std::vector<std::string>{ cyan::bench::executable_directory() + "/http_server", "--port", "0",
+                                "--threads", "2" },
+      -1, false, false, std::vector<std::string>{ "CYAN_NET_BACKEND=" + backend });
+  const unsigned port = cyan::bench::port_of_listening_line(server->read_line(10s));
+  return { std::move(server), port };
+}
+
 // nginx serving `body` as / from a temporary directory, 2 workers, keep-alive, no access log.
 std::unique_ptr<child_process> start_nginx(const std::filesystem::path& dir,
                                            const std::string& body, unsigned port) {
@@ -258,13 +274,11 @@ int main() {
     return 0;
   }
   const int seconds = static_cast<int>(cyan::bench::env_or("CYAN_BENCH_HTTP_SECONDS", 10));
-  child_process cyan_server(
-      { cyan::bench::executable_directory() + "/http_server", "--port", "0", "--threads", "2" },
-      -1);
-  const unsigned cyan_port = cyan::bench::port_of_listening_line(cyan_server.read_line(10s));
+  auto [cyan_server, cyan_port] = start_http_server("auto");
+  auto [epoll_server, epoll_port] = start_http_server("epoll");
   const std::string body = cyan_port != 0 ? fetch_body(cyan_port) : std::string();
-  if (body.empty()) {
-    std::fprintf(stderr, "http_server did not start or serve its page\n");
+  if (body.empty() || epoll_port == 0 || fetch_body(epoll_port) != body) {
+    std::fprintf(stderr, "http_server did not start or serve its page on both backends\n");
     return 1;
   }
   char pattern[] = "/tmp/cyan-nginx-XXXXXX";
@@ -284,7 +298,8 @@ int main() {
   }
   std::printf("http_benchmark: a %zu-byte page, http_server --threads 2 and nginx with 2 workers\n",
               body.size());
-  const std::vector<target> servers{ { "cyan http_server", cyan_server.pid(), cyan_port },
+  const std::vector<target> servers{ { kCyan, cyan_server->pid(), cyan_port },
+                                     { kCyanEpoll, epoll_server->pid(), epoll_port },
                                      { "nginx", nginx->pid(), nginx_port } };
   for (const std::string driver : { "wrk", "load_tester" }) {
     if (!nginx_up) {
@@ -303,18 +318,20 @@ int main() {
     for (const target& server : servers) {
       const figures& f = seen[server.arm];
       std::printf(
-          "  %-18s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f\n",
+          "  %-26s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f\n",
           server.arm.c_str(), median(f.cpu_per_request_us), median(f.p50_us), median(f.p99_us),
           f.errors);
       ok = ok && f.errors == 0;
     }
-    suite.goal("cyan http_server", "nginx", 1.0);
-    const double cyan_cpu = median(seen["cyan http_server"].cpu_per_request_us);
+    suite.goal(kCyan, kCyanEpoll, 1.10);
+    suite.goal(kCyan, "nginx", 1.5);
+    const double cyan_cpu = median(seen[kCyan].cpu_per_request_us);
     const double nginx_cpu = median(seen["nginx"].cpu_per_request_us);
     std::printf("  server CPU per request: nginx / cyan = %.2fx (moonshot 1.3x)\n",
                 cyan_cpu > 0 ? nginx_cpu / cyan_cpu : 0.0);
   }
-  ok = cyan_server.stop() == 0 && ok;
+  ok = cyan_server->stop() == 0 && ok;
+  ok = epoll_server->stop() == 0 && ok;
   (void)nginx->stop();
   std::filesystem::remove_all(dir);
   return cyan::bench::exit_status(ok);

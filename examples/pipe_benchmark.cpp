@@ -9,7 +9,9 @@
 // Arms, each with its loop on one thread pinned to the same CPU (see shared_cpu()):
 //   cyan coroutines — a handler_thread; a cyan::dispatch::task per pair, `co_await
 //                     reader.read_some(1 byte)` then `co_await next.write_some(1 byte)`, on
-//                     tcp_socket::adopt()-ed ends of the pairs;
+//                     tcp_socket::adopt()-ed ends of the pairs; on cyan's default network
+//                     backend (io_uring where a ring can be set up);
+//   cyan coroutines (epoll) — the same on the epoll readiness path;
 //   raw libev       — one ev_io per pair and bench.c's read_cb (read(), then write() to the
 //                     next pair), the loop driven as bench.c drives it (non-blocking rounds
 //                     until count == fired);
@@ -26,6 +28,13 @@
 // event_loop(EVLOOP_NONBLOCK) before timing; Asio registers a descriptor when it is made) — and
 // the teardown stay outside. Checksum: the bytes read that were the byte written, M + W in
 // every arm that did the whole work.
+//
+// cyan reads CYAN_NET_BACKEND once per process, so its two arms cannot share one: each runs in a
+// child process, this program started again with --cyan-arm and CYAN_NET_BACKEND=auto or epoll
+// in its environment, which runs the cyan arm for each workload line it reads on stdin and
+// answers with a RESULT line (seconds, checksum). The child times the run on its loop thread
+// exactly as the in-process arms do, so only untimed set-up crosses the pipe; both children
+// start before the first sample and stay up, like the other arms' threads.
 //
 // N = 100, 1,000 and 10,000, each with M = 1 and M = 100. RLIMIT_NOFILE's soft limit is raised
 // to the hard one; a size whose 2N descriptors (plus kSpareDescriptors) do not fit is skipped
@@ -50,6 +59,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <latch>
 #include <mutex>
@@ -73,6 +83,7 @@
 #include <cyan/net.h>
 
 #include "bench/harness.h"
+#include "bench/process.h"
 
 namespace {
 
@@ -263,6 +274,51 @@ sample cyan_arm(handler_thread& thread, const workload& w) {
   scope.join_blocking();
   thread.post_awaitable([&] { run.writers.clear(); }).get();
   return run.counters.result();
+}
+
+/// The cyan arm in a child process (see the top of the file): this program with --cyan-arm and
+/// CYAN_NET_BACKEND=`backend`.
+class cyan_child {
+ public:
+  explicit cyan_child(const std::string& backend)
+      : process_({ cyan::bench::executable_directory() + "/pipe_benchmark", "--cyan-arm" }, -1,
+                 /*piped_input=*/true, /*piped_errors=*/false, { "CYAN_NET_BACKEND=" + backend }) {}
+  cyan_child(const cyan_child&) = delete;
+  cyan_child& operator=(const cyan_child&) = delete;
+  ~cyan_child() {
+    process_.close_input();  // the child's end of stdin: it returns from main
+    (void)process_.wait(std::chrono::seconds(10));
+  }
+
+  /// Runs `w` in the child; aborts when it does not answer.
+  sample run(const workload& w) {
+    process_.write_input(std::to_string(w.pipes) + " " + std::to_string(w.active) + " " +
+                         std::to_string(w.writes) + "\n");
+    const auto values = cyan::bench::parse_result_line(process_.read_line(std::chrono::minutes(2)));
+    if (values.empty()) {
+      std::fprintf(stderr, "pipe_benchmark --cyan-arm did not answer\n");
+      std::abort();
+    }
+    return { values.at("seconds"), static_cast<std::uint64_t>(values.at("checksum")) };
+  }
+
+ private:
+  cyan::bench::child_process process_;
+};
+
+/// The child's side: runs the cyan arm for each "N M W" line on stdin until its end.
+int serve_cyan_arm() {
+  handler_thread thread{ handler_thread::options{ .name = "pipe-cyan", .cpu = shared_cpu() } };
+  workload w{};
+  unsigned long long writes = 0;
+  while (std::scanf("%zu %zu %llu", &w.pipes, &w.active, &writes) == 3) {
+    w.writes = writes;
+    const sample result = cyan_arm(thread, w);
+    std::printf("RESULT seconds=%.9f checksum=%llu\n", result.seconds,
+                static_cast<unsigned long long>(result.checksum));
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 // ---- raw libev ----------------------------------------------------------------------------
@@ -491,7 +547,8 @@ rlim_t raise_descriptor_limit() {
 }
 
 struct arms {
-  handler_thread cyan{ handler_thread::options{ .name = "pipe-cyan", .cpu = shared_cpu() } };
+  cyan_child cyan{ "auto" };
+  cyan_child cyan_epoll{ "epoll" };
   job_thread libev_thread;
   struct ev_loop* libev_loop = ev_loop_new(EVFLAG_AUTO);  // what cyan's loops use, too
   asio_thread asio;
@@ -509,7 +566,8 @@ bool run_workload(arms& threads, const workload& w) {
   char name[64];
   std::snprintf(name, sizeof name, "N=%zu M=%zu", w.pipes, w.active);
   cyan::bench::suite s{ "pipe", name };
-  s.add("cyan coroutines", [&] { return cyan_arm(threads.cyan, w); });
+  s.add("cyan coroutines", [&] { return threads.cyan.run(w); });
+  s.add("cyan coroutines (epoll)", [&] { return threads.cyan_epoll.run(w); });
   s.add("raw libev", [&] { return libev_arm(threads.libev_thread, threads.libev_loop, w); });
   s.add("Boost.Asio", [&] { return asio_arm(threads.asio, w); });
   const bool ok = s.run();
@@ -517,12 +575,18 @@ bool run_workload(arms& threads, const workload& w) {
     s.goal_at_most("cyan coroutines", "raw libev", 1.15);
     s.goal("cyan coroutines", "Boost.Asio", 1.0);
   }
+  if (w.active == 100) {
+    s.goal_at_most("cyan coroutines", "raw libev", 1.0);
+  }
   return ok;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--cyan-arm") == 0) {
+    return serve_cyan_arm();
+  }
   // The harness reads its repetitions from $CYAN_BENCH_REPS; this benchmark's default is
   // bench.c's 25 runs rather than the harness's 11.
   ::setenv("CYAN_BENCH_REPS", std::to_string(kReps).c_str(), /*overwrite=*/0);

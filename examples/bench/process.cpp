@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -16,10 +17,43 @@
 #include <thread>
 #include <utility>
 
+extern char** environ;
+
 namespace cyan::bench {
 
+namespace {
+
+// Our environment with `additions` ("NAME=value") replacing or extending it. Built before fork():
+// the child may only make async-signal-safe calls, and setenv() allocates.
+std::vector<std::string> environment_with(const std::vector<std::string>& additions) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text(*entry);
+    const std::string name = text.substr(0, text.find('=') + 1);  // "NAME="
+    const bool replaced =
+        !name.empty() && std::any_of(additions.begin(), additions.end(),
+                                     [&](const auto& added) { return added.rfind(name, 0) == 0; });
+    if (!replaced) {
+      entries.push_back(text);
+    }
+  }
+  entries.insert(entries.end(), additions.begin(), additions.end());
+  return entries;
+}
+
+std::vector<char*> pointers_to(const std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (const std::string& text : strings) {
+    pointers.push_back(const_cast<char*>(text.c_str()));
+  }
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+}  // namespace
+
 child_process::child_process(const std::vector<std::string>& argv, int cpu, bool piped_input,
-                             bool piped_errors) {
+                             bool piped_errors, const std::vector<std::string>& environment) {
   int pipe_fds[2];
   int input_fds[2] = { -1, -1 };
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -31,11 +65,9 @@ child_process::child_process(const std::vector<std::string>& argv, int cpu, bool
     ::close(pipe_fds[1]);
     throw std::system_error(error, std::generic_category(), "pipe2");
   }
-  std::vector<char*> args;
-  for (const std::string& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str()));
-  }
-  args.push_back(nullptr);
+  std::vector<char*> args = pointers_to(argv);
+  const std::vector<std::string> environment_entries = environment_with(environment);
+  std::vector<char*> environment_pointers = pointers_to(environment_entries);
   pid_ = ::fork();
   if (pid_ < 0) {
     const int error = errno;
@@ -60,7 +92,7 @@ child_process::child_process(const std::vector<std::string>& argv, int cpu, bool
       CPU_SET(cpu, &set);
       ::sched_setaffinity(0, sizeof set, &set);
     }
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), environment_pointers.data());
     std::fprintf(stderr, "cannot run %s\n", args[0]);
     ::_exit(127);
   }

@@ -19,10 +19,11 @@ class child_process {
  public:
   /// Starts `argv[0]` with `argv`, on CPU `cpu` (or any CPU when negative); with `piped_input`
   /// its stdin is a pipe fed by write_input() (otherwise it shares ours); with `piped_errors`
-  /// its stderr goes to the same pipe as its stdout (otherwise it shares ours). Throws
-  /// std::system_error when it cannot be started.
+  /// its stderr goes to the same pipe as its stdout (otherwise it shares ours). Its environment
+  /// is ours with `environment`'s "NAME=value" entries added (replacing ours of the same name).
+  /// Throws std::system_error when it cannot be started.
   child_process(const std::vector<std::string>& argv, int cpu, bool piped_input = false,
-                bool piped_errors = false);
+                bool piped_errors = false, const std::vector<std::string>& environment = {});
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
   ~child_process();

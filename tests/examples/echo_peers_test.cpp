@@ -1,7 +1,8 @@
-// The echo benchmark's peers (examples/peers): the raw epoll floor and the Asio coroutine server
-// echo every byte in order and close a connection whose client has ended it, as echo_server
-// does. The floor reads once per message (a short read ends the turn) and relies on EPOLLRDHUP
-// to see an end of stream that arrived together with the last data.
+// The echo benchmark's peers (examples/peers): the raw epoll and io_uring floors and the Asio
+// coroutine server (on epoll and on io_uring) echo every byte in order and close a connection
+// whose client has ended it, as echo_server does. The epoll floor reads once per message (a
+// short read ends the turn) and relies on EPOLLRDHUP to see an end of stream that arrived
+// together with the last data; the io_uring floor's multishot receive must end with it.
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,12 +77,18 @@ TEST_P(echo_peer_test, closes_a_connection_whose_end_arrived_with_its_last_data)
   EXPECT_EQ(server.stop(10s), 0);
 }
 
+// The test names of the peers, in the order of their instantiation below.
+std::string peer_name(const ::testing::TestParamInfo<const char*>& info) {
+  constexpr const char* kNames[] = { "raw_epoll", "raw_io_uring", "asio_coroutines",
+                                     "asio_coroutines_io_uring" };
+  return kNames[info.index];
+}
+
 INSTANTIATE_TEST_SUITE_P(peers, echo_peer_test,
                          ::testing::Values(CYAN_PROGRAM_EPOLL_ECHO_SERVER,
-                                           CYAN_PROGRAM_ASIO_ECHO_SERVER),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return info.index == 0 ? std::string("raw_epoll")
-                                                  : std::string("asio_coroutines");
-                         });
+                                           CYAN_PROGRAM_URING_ECHO_SERVER,
+                                           CYAN_PROGRAM_ASIO_ECHO_SERVER,
+                                           CYAN_PROGRAM_ASIO_URING_ECHO_SERVER),
+                         peer_name);
 
 }  // namespace
