@@ -1,6 +1,7 @@
 // The program every consumer kind builds: it uses each cyan module through its public header.
 #include <cyan/common.h>
 #include <cyan/event.h>
+#include <cyan/fs.h>
 #include <cyan/lockfree.h>
 #include <cyan/net.h>
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string_view>
+#include <system_error>
 
 int main() {
   if (cyan::version() != std::string_view(CYAN_VERSION_STRING)) {
@@ -41,6 +43,17 @@ int main() {
   if (listener.local_endpoint().port() == 0 || address.to_string() != "127.0.0.1:0") {
     std::fprintf(stderr, "net listener has no port\n");
     return 1;
+  }
+  // cyan::fs: a closed file's size() is EBADF (links the module).
+  try {
+    (void)cyan::fs::file().size();
+    std::fprintf(stderr, "fs size() of a closed file did not throw\n");
+    return 1;
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::bad_file_descriptor) {
+      std::fprintf(stderr, "fs size() of a closed file: %s\n", e.what());
+      return 1;
+    }
   }
   std::printf("cyan %s consumed\n", CYAN_VERSION_STRING);
   return 0;
