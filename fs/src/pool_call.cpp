@@ -118,19 +118,20 @@ void pool_call::finished(int result) noexcept {
   end_interrupted_wait();
 }
 
-bool pool_call::interrupt_call(timed_wait& wait, std::error_code why) noexcept {
+dispatch::detail::timed_wait::interruption pool_call::interrupt_call(timed_wait& wait,
+                                                                     std::error_code why) noexcept {
   auto& self = static_cast<pool_call&>(wait);
   if (self.completed_) {
-    return false;  // the finish came: the wait ends as it recorded
+    return interruption::completed;  // the finish came: the wait ends as it recorded
   }
   int expected = pool_call_state::pending;
   if (self.shared_->phase.compare_exchange_strong(expected, pool_call_state::abandoned,
                                                   std::memory_order_acq_rel)) {
     self.error_ = why;  // never started: the wait ends now, and the job will do nothing
-    return false;
+    return interruption::completed;
   }
   // abandoned: an earlier interruption ended the wait; running or done: the finish will.
-  return expected != pool_call_state::abandoned;
+  return expected != pool_call_state::abandoned ? interruption::taken : interruption::completed;
 }
 
 // The destroyed end: a call that runs may be writing into the caller's buffer, so the frame

@@ -55,7 +55,7 @@ class pool_call : protected dispatch::detail::timed_wait {
   void finished(int result) noexcept;
 
  private:
-  static bool interrupt_call(timed_wait& wait, std::error_code why) noexcept;
+  static interruption interrupt_call(timed_wait& wait, std::error_code why) noexcept;
   void withdraw_call() noexcept;
 
   call_request request_;
