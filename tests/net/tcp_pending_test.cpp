@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -111,6 +112,10 @@ TEST_P(tcp_pending, a_second_write_is_refused_before_any_byte_moves) {
   run_on(h, []() -> task<> { co_return; });  // A ran first and waits for room
   ASSERT_FALSE(written.load()) << "8 MiB fitted in the socket buffers";
   const int peer = pair.peer.native_handle();
+  // On io_uring A's first send reaches the kernel at h's next drain of its ring, which may come
+  // after the no-op above: the task below blocks h in read_raw(), so wait for A's bytes first.
+  ::pollfd readable{ peer, POLLIN, 0 };
+  ASSERT_EQ(::poll(&readable, 1, 5000), 1) << "A's first bytes did not arrive";
   std::vector<std::byte> received;
   const bool refused = run_on(h, [&]() -> task<bool> {
     received = read_raw(peer, kFirstRead);
