@@ -45,6 +45,7 @@
 #include <stop_token>
 #include <system_error>
 
+#include "cyan/common/detail/saturating_time.h"
 #include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/detail/thread_bound_wait.h"
 #include "cyan/event/timer_wheel.h"
@@ -57,6 +58,20 @@ namespace cyan::dispatch::detail {
 event::timer_wheel* this_thread_wait_wheel();
 /// Destroys the calling thread's wheel, if any, with its entries unrun. [the thread]
 void reset_this_thread_wait_wheel() noexcept;
+
+/// A user's time limit as a timed_wait's timeout (a socket's or a file's operation): rounded up
+/// to whole nanoseconds; zero or less fails at the first wait; a century or more is no limit.
+template <typename Rep, typename Period>
+[[nodiscard]] std::chrono::nanoseconds to_timeout(
+    std::chrono::duration<Rep, Period> limit) noexcept {
+  using timeout_type = std::chrono::nanoseconds;
+  if (limit <= limit.zero()) {
+    return timeout_type::zero();
+  }
+  constexpr timeout_type kCentury = std::chrono::hours(24 * 365 * 100);
+  const timeout_type timeout = cyan::detail::saturating_ceil<timeout_type>(limit, kCentury);
+  return timeout == kCentury ? timeout_type::max() : timeout;
+}
 
 /// Which tasks the calling thread runs: none (no executor's thread), its own (a handler
 /// thread), or its pool's (a thread_pool worker, whose tasks resume on any worker).

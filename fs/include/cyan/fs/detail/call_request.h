@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cyan/common/detail/saturating_time.h"
 #include "cyan/dispatch/detail/timed_wait.h"
 
 namespace cyan::fs::detail {
@@ -16,17 +15,8 @@ namespace cyan::fs::detail {
 using timeout_type = dispatch::detail::timed_wait::timeout_type;
 inline constexpr timeout_type kNoTimeout = dispatch::detail::timed_wait::kNoTimeout;
 
-/// `limit` as a timeout: rounded up to whole nanoseconds, zero or less fails at the first wait,
-/// a century or more is no limit (as for sockets).
-template <typename Rep, typename Period>
-[[nodiscard]] timeout_type to_timeout(std::chrono::duration<Rep, Period> limit) noexcept {
-  if (limit <= limit.zero()) {
-    return timeout_type::zero();
-  }
-  constexpr timeout_type kCentury = std::chrono::hours(24 * 365 * 100);
-  const timeout_type timeout = cyan::detail::saturating_ceil<timeout_type>(limit, kCentury);
-  return timeout == kCentury ? kNoTimeout : timeout;
-}
+/// `limit` as a timeout (see dispatch::detail::to_timeout).
+using dispatch::detail::to_timeout;
 
 /// Linux moves at most this many bytes per read or write (MAX_RW_COUNT); a larger buffer is
 /// served in part, as by pread(), and the count fits an io_uring result.

@@ -45,7 +45,6 @@
 #include <system_error>
 
 #include "cyan/common/detail/adaptive_attempts.h"
-#include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/ring_wait.h"
 #include "cyan/dispatch/detail/timed_wait.h"
@@ -62,17 +61,8 @@ namespace cyan::net::detail {
 using timeout_type = dispatch::detail::timed_wait::timeout_type;
 inline constexpr timeout_type kNoTimeout = dispatch::detail::timed_wait::kNoTimeout;
 
-/// `limit` as a timeout: rounded up to whole nanoseconds, zero or less fails at the first wait,
-/// a century or more is no limit.
-template <typename Rep, typename Period>
-[[nodiscard]] timeout_type to_timeout(std::chrono::duration<Rep, Period> limit) noexcept {
-  if (limit <= limit.zero()) {
-    return timeout_type::zero();
-  }
-  constexpr timeout_type kCentury = std::chrono::hours(24 * 365 * 100);
-  const timeout_type timeout = cyan::detail::saturating_ceil<timeout_type>(limit, kCentury);
-  return timeout == kCentury ? kNoTimeout : timeout;
-}
+/// `limit` as a timeout (see dispatch::detail::to_timeout).
+using dispatch::detail::to_timeout;
 
 /// Throws std::system_error(error, what) when `error` is set.
 void throw_if(const std::error_code& error, const char* what);
