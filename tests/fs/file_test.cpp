@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -443,6 +445,43 @@ TEST_F(fifo_file, a_stop_request_cancels_a_ring_read_still_waiting_and_the_fifo_
     co_return got;
   });
   EXPECT_EQ(bytes, pattern(12, 8));
+}
+
+// A ring read in flight when its frame is destroyed (its task hopped to thread B, which then
+// finishes) leaves the kernel no pointer into the frame: the destructor cancels the read and
+// waits for its completion, so bytes written afterwards are still in the FIFO.
+TEST_F(fifo_file, a_ring_read_in_flight_when_its_frame_is_destroyed_takes_no_later_bytes) {
+  handler_thread a;
+  std::optional<handler_thread> b{ std::in_place };
+  std::optional<file> f;  // read | write: opening a FIFO so does not wait for a writer
+  run_on(*b,
+         [&]() -> task<> { f = co_await file::open(fifo_, open_mode::read | open_mode::write); });
+  std::atomic<bool> waiting{ false };
+  std::atomic<bool> resumed{ false };
+  cyan::dispatch::async_scope scope;
+  scope.spawn(a, [&]() -> task<> {
+    co_await b->schedule();
+    std::array<std::byte, 8> buffer{};
+    waiting = true;
+    (void)co_await f->read_at(0, buffer);
+    resumed = true;
+  });
+  for (int i = 0; i < 100'000 && !waiting.load(); ++i) {
+    co_spawn(*b, []() -> task<> { co_return; }()).get();
+  }
+  co_spawn(*b, []() -> task<> { co_return; }()).get();  // the read's entry is queued by now
+  ASSERT_TRUE(waiting.load());
+  b->stop();
+  b->join();
+  ASSERT_EQ(::write(f->native_handle(), "late", 4), 4);
+  ::pollfd readable{ f->native_handle(), POLLIN, 0 };
+  ASSERT_EQ(::poll(&readable, 1, 5000), 1) << "the destroyed read took the bytes";
+  char got[8] = {};
+  ASSERT_EQ(::read(f->native_handle(), got, sizeof got), 4);
+  EXPECT_EQ(std::string(got, 4), "late");
+  EXPECT_FALSE(resumed.load());
+  scope.request_stop();
+  scope.join_blocking();
 }
 
 TEST_F(fifo_file, a_timeout_ends_a_ring_read_still_waiting_with_timed_out) {
