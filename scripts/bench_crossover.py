@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The crossover chart of echo_crossover_benchmark: one panel per message size, the server's CPU
-per message (median, whiskers min–max) against the connections, one line per arm — cyan teal,
+per message (median, whiskers min–max; log scales) against the connections, one line per arm — cyan teal,
 Boost.Asio grey, the raw floors slate; solid on epoll, dashed on io_uring.
 
     scripts/bench_crossover.py results.csv crossover.png
@@ -58,21 +58,22 @@ def script(cells, out):
         "set encoding utf8",
         "set output %s" % gnuplot_string(out),
         'set multiplot layout 1,%d title "echo: server CPU per message (µs) against connections, '
-        '1 server thread (median, whiskers min–max)" font "DejaVu Sans:Bold,12"' % len(cells),
+        '1 server thread (median, whiskers min–max; log scales)" font "DejaVu Sans:Bold,12"' % len(cells),
         "set logscale x",
         "set xrange [0.6:1700]",
         'set xtics ("1" 1, "10" 10, "100" 100, "1,000" 1000) nomirror',
         "set ytics nomirror",
-        "set yrange [0:*]",
+        "set logscale y",  # one connection costs several times more per message than ten
         'set xlabel "connections"',
         'set ylabel "µs of server CPU per message"',
         'set grid ytics lc rgb "#e4e4e4"',
-        "set key top left reverse Left samplen 3 font ',9' opaque box lc rgb '#c0c0c0'",
+        "unset key",
     ]
     for index, (size, arms) in enumerate(cells.items()):
         lines.append("set title %s" % gnuplot_string(size + " messages"))
-        if index > 0:
-            lines.append("unset key")
+        if index == len(cells) - 1:  # the 64 KiB panel's lower part is empty
+            lines.append("set key bottom right reverse Left samplen 3 font ',9' box "
+                         "lc rgb '#c0c0c0'")
         plots, blocks = [], []
         for number, (arm, colour, dash) in enumerate(ARMS):
             points = sorted(arms.get(arm, []))
