@@ -36,9 +36,9 @@ using cyan::bench::median_or_zero;
 constexpr int kServerCpu = 0;
 constexpr int kLoadCpu = 1;
 
-// Round trips per connection for each cell: a sample takes 0.2–0.5 s on this 2-core machine
-// (Boost.Asio up to 0.8 s at 64 KiB), fewer per connection where there are more connections or
-// larger messages.
+// Round trips per connection for each cell: a few tenths of a second of load per sample on a
+// 2-core machine (Boost.Asio's at 64 KiB up to about a second), fewer per connection where there
+// are more connections or larger messages.
 constexpr echo_load kCells[] = {
   { 1, 64, 1500 },  { 1, 4096, 1500 },  { 1, 65536, 600 },   //
   { 10, 64, 1500 }, { 10, 4096, 1000 }, { 10, 65536, 150 },  //
