@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -182,6 +183,14 @@ std::string child_process::read_all(std::chrono::milliseconds limit) {
 }
 
 double child_process::cpu_seconds() const {
+  // The process's CPU-time clock counts in nanoseconds; /proc's utime and stime in clock ticks
+  // (10 ms), too coarse for samples of a tenth of a second. Both are the same total (the kernel
+  // scales utime + stime to the scheduler's runtime), so /proc is only the fallback.
+  clockid_t clock{};
+  timespec now{};
+  if (::clock_getcpuclockid(pid_, &clock) == 0 && ::clock_gettime(clock, &now) == 0) {
+    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+  }
   std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   // Fields after the command name (which may hold spaces) start after the last ')'.

@@ -36,7 +36,8 @@ class child_process {
   bool write_input(const std::string& text);
   /// Closes its stdin: it reads end of file.
   void close_input();
-  /// CPU seconds (user + system) it has used so far, all its threads, from /proc.
+  /// CPU seconds (user + system) it has used so far, all its threads: its CPU-time clock
+  /// (nanoseconds), or /proc (clock ticks) where that clock cannot be read.
   [[nodiscard]] double cpu_seconds() const;
   /// SIGTERM, then waits up to `limit` (then SIGKILL); returns the exit status (-1: killed or
   /// failed).
