@@ -267,33 +267,25 @@ void ring::cancel(ring_operation& op) {
 }
 
 void ring::cancel_and_wait(ring_operation& op) noexcept {
-  if (!op.in_flight_) {
-    for (held_completion& held : held_) {
-      if (held.op == &op) {
-        held.op = nullptr;  // reaped, not run: it must not run now
+  if (op.in_flight_) {
+    try {
+      cancel(op);
+    } catch (...) {
+      // The submission failed: the operation's completion comes when it ends by itself.
+    }
+    while (op.in_flight_) {
+      const int rc = io_uring_submit_and_wait(ring_.get(), 1);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
+        std::fprintf(stderr, "cyan: io_uring wait for a cancelled operation failed: %s\n",
+                     std::strerror(-rc));
+        std::abort();  // returning would let the kernel write into freed memory
       }
+      reap();
     }
-    return;
-  }
-  try {
-    cancel(op);
-  } catch (...) {
-    // The submission failed: the operation's completion comes when it ends by itself.
-  }
-  while (op.in_flight_) {
-    io_uring_cqe* completion = nullptr;
-    const int rc = io_uring_submit_and_wait(ring_.get(), 1);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
-      std::fprintf(stderr, "cyan: io_uring wait for a cancelled operation failed: %s\n",
-                   std::strerror(-rc));
-      std::abort();  // returning would let the kernel write into freed memory
-    }
-    (void)completion;
-    reap();
   }
   for (held_completion& held : held_) {
     if (held.op == &op) {
-      held.op = nullptr;
+      held.op = nullptr;  // reaped, not run: it must not run now
     }
   }
 }
@@ -321,10 +313,15 @@ std::size_t ring::reap() noexcept {
   return seen;
 }
 
-bool ring::has_work() const noexcept {
+// Entries to submit, or completions the kernel holds until this thread enters it.
+bool ring::kernel_has_work() const noexcept {
   io_uring* const r = ring_.get();
-  return !held_.empty() || io_uring_sq_ready(r) > 0 || io_uring_cq_ready(r) > 0 ||
+  return io_uring_sq_ready(r) > 0 ||
          (IO_URING_READ_ONCE(*r->sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+}
+
+bool ring::has_work() const noexcept {
+  return !held_.empty() || io_uring_cq_ready(ring_.get()) > 0 || kernel_has_work();
 }
 
 // Runs held_ in order. A completion that ends another operation's frame (a task destroying
@@ -333,12 +330,8 @@ std::size_t ring::drain() noexcept {
   std::size_t ran = 0;
   while (ran < kDrainBudget) {
     if (held_.empty()) {
-      io_uring* const r = ring_.get();
-      const bool enter =
-          io_uring_sq_ready(r) > 0 ||
-          (IO_URING_READ_ONCE(*r->sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
-      if (enter) {
-        const int rc = io_uring_submit_and_get_events(r);
+      if (kernel_has_work()) {
+        const int rc = io_uring_submit_and_get_events(ring_.get());
         if (rc == -EBUSY) {
           reap();  // completions first: the submission is retried by the next drain
         }
@@ -348,7 +341,7 @@ std::size_t ring::drain() noexcept {
       }
     }
     for (std::size_t i = 0; i < held_.size(); ++i) {
-      const held_completion held = held_[i];  // run() may grow held_
+      const held_completion held = held_[i];  // complete() may grow held_
       if (held.op != nullptr) {
         held_[i].op = nullptr;
         held.op->complete(held.result, held.flags);

@@ -136,6 +136,7 @@ class ring : noncopyable {
   explicit ring(std::shared_ptr<loop> owner);
   void submit_queued();
   std::size_t reap() noexcept;
+  [[nodiscard]] bool kernel_has_work() const noexcept;
 
   std::unique_ptr<io_uring> ring_;
   unsigned setup_flags_ = 0;
