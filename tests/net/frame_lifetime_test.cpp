@@ -30,13 +30,8 @@ using cyan::dispatch::task;
 using cyan::net::endpoint;
 using cyan::net::tcp_listener;
 using cyan::net::tcp_socket;
+using cyan::test::frame_sentinel;
 using cyan::test::run_on;
-
-// Sets `flag` when the frame that holds it is destroyed.
-struct frame_sentinel {
-  std::atomic<bool>* flag;
-  ~frame_sentinel() { flag->store(true); }
-};
 
 // Up to `size` bytes already in `fd`'s receive queue, waiting at most 5 s for the first.
 std::string receive_waiting_bytes(int fd, std::size_t size) {

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -84,6 +85,12 @@ class temp_dir {
 
  private:
   std::string path_;
+};
+
+// Sets `flag` when the coroutine frame that holds it is destroyed.
+struct frame_sentinel {
+  std::atomic<bool>* flag;
+  ~frame_sentinel() { flag->store(true); }
 };
 
 }  // namespace cyan::test

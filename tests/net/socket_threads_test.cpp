@@ -38,6 +38,7 @@ using cyan::net::tcp_listener;
 using cyan::net::tcp_socket;
 using cyan::net::udp_socket;
 using cyan::test::failure_of;
+using cyan::test::frame_sentinel;
 using cyan::test::run_on;
 
 // "refused" when awaiting `operation` throws std::logic_error, else "ran". Await it in the full
@@ -161,12 +162,6 @@ void join_or_abort(Join join, const char* what) {
   done_changed.notify_one();
   watchdog.join();
 }
-
-// Sets `flag` when the frame that holds it is destroyed.
-struct frame_sentinel {
-  std::atomic<bool>* flag;
-  ~frame_sentinel() { flag->store(true); }
-};
 
 // The program: a task spawned in a scope on thread A hops to thread B, connects there
 // and waits in a child task's read with no data coming. B is stopped and joined first.
