@@ -283,9 +283,13 @@ void ring::cancel_and_wait(ring_operation& op) noexcept {
       reap();
     }
   }
-  for (held_completion& held : held_) {
-    if (held.op == &op) {
-      held.op = nullptr;  // reaped, not run: it must not run now
+  if (op.held_) {
+    op.held_ = false;
+    for (held_completion& held : held_) {
+      if (held.op == &op) {
+        held.op = nullptr;  // reaped, not run: it must not run now
+        break;
+      }
     }
   }
 }
@@ -303,6 +307,7 @@ std::size_t ring::reap() noexcept {
     }
     auto* op = static_cast<ring_operation*>(io_uring_cqe_get_data(completion));
     op->in_flight_ = false;
+    op->held_ = true;
     --in_flight_;
     held_.push_back({ op, completion->res, completion->flags });
     if (seen == kReapBatch) {
@@ -344,6 +349,7 @@ std::size_t ring::drain() noexcept {
       const held_completion held = held_[i];  // complete() may grow held_
       if (held.op != nullptr) {
         held_[i].op = nullptr;
+        held.op->held_ = false;
         held.op->complete(held.result, held.flags);
         ++ran;
       }

@@ -79,6 +79,7 @@ class ring_operation {
  private:
   friend class ring;
   bool in_flight_ = false;
+  bool held_ = false;  // reaped, its completion waiting in ring::held_ to run
 };
 
 /// The calling thread's io_uring (see the top of this file). Every member is the ring's
