@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -110,11 +111,11 @@ sample record(const std::string& arm, const workload& w, const region& timed,
 
 // ---- cyan ----
 
-// One of the in-flight readers: reads until the shared counter passes the end. `w`, `f`,
-// `next` and `checksum` belong to the driver, which awaits every reader before it returns.
+// One of the in-flight readers: reads into `buffer` until the shared counter passes the end.
+// `w`, `f`, `next`, `checksum` and `buffer` belong to the driver, which awaits every reader
+// before it returns (and allocated the buffers before the timed region, as the other arms do).
 task<> cyan_reader(const workload& w, const cyan::fs::file& f, std::uint64_t& next,
-                   std::uint64_t& checksum) {
-  std::vector<std::byte> buffer(w.block);
+                   std::uint64_t& checksum, std::span<std::byte> buffer) {
   while (next < w.reads) {
     const std::uint64_t i = next++;  // the readers share one thread: no race
     const std::size_t n = co_await f.read_at(w.offset(i), buffer);
@@ -135,10 +136,12 @@ sample cyan_arm(const std::string& arm, const workload& w, bool pool) {
                    co_await cyan::fs::file::open(w.path, cyan::fs::open_mode::read);
                std::uint64_t next = 0;
                std::uint64_t checksum = 0;
+               std::vector<std::vector<std::byte>> buffers(w.in_flight,
+                                                           std::vector<std::byte>(w.block));
                const region timed;
                std::vector<cyan::dispatch::future<void>> readers;
                for (std::size_t r = 0; r < w.in_flight; ++r) {
-                 readers.push_back(co_spawn(h, cyan_reader(w, f, next, checksum)));
+                 readers.push_back(co_spawn(h, cyan_reader(w, f, next, checksum, buffers[r])));
                }
                for (auto& reader : readers) {
                  co_await reader;

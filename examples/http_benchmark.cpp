@@ -6,13 +6,16 @@
 // ring can be set up) and "cyan http_server (epoll)" with CYAN_NET_BACKEND=epoll. The servers
 // start once and stay up; the arms alternate per repetition (the harness), timed as wall seconds
 // per 100k requests (1e5 / requests per second); each arm's server CPU per request (/proc, nginx's
-// workers included), latency p50 / p99 and errors are printed after the table. Skipped, saying so,
+// workers included), latency p50 / p99, errors, and the cores the load generator used (its CPU
+// time over its run: wrk's one thread at 1.00 is the load's own limit) are printed after the
+// table. Skipped, saying so,
 // when nginx or wrk is missing (scripts/install-deps.sh installs both).
 //
 //   CYAN_BENCH_REPS          repetitions per arm (default 11)
 //   CYAN_BENCH_HTTP_SECONDS  wrk's duration per sample (default 10)
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -134,8 +137,18 @@ double tree_cpu_seconds(pid_t pid) {
   return total;
 }
 
+// CPU seconds (user + system) of our children reaped so far: the load generator's, once a sample
+// has waited for it (the servers live across samples).
+double reaped_children_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 struct figures {
   std::vector<double> cpu_per_request_us;
+  std::vector<double> load_cores;  // the load generator's CPU seconds per second of its run
   std::vector<double> p50_us;
   std::vector<double> p99_us;
   double errors = 0;
@@ -189,10 +202,12 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
                                       "100",
                                       "--duration",
                                       std::to_string(seconds) };
+  const double load_cpu_before = reaped_children_cpu_seconds();
   child_process load(argv, -1);
   const std::string output = load.read_all(std::chrono::seconds(seconds + 30));
   const int status = load.wait(10s);
   const double cpu = tree_cpu_seconds(server.pid) - cpu_before;
+  const double load_cpu = reaped_children_cpu_seconds() - load_cpu_before;
   double requests = 0;
   double elapsed = seconds;
   if (driver == "wrk") {
@@ -230,6 +245,7 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
     return { elapsed, 0 };
   }
   out.cpu_per_request_us.push_back(cpu * 1e6 / requests);
+  out.load_cores.push_back(load_cpu / elapsed);
   return { elapsed / requests * kRequestsPerUnit, 0 };
 }
 
@@ -318,9 +334,10 @@ int main() {
     for (const target& server : servers) {
       const figures& f = seen[server.arm];
       std::printf(
-          "  %-26s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f\n",
+          "  %-26s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f  "
+          "%s used %.2f cores\n",
           server.arm.c_str(), median(f.cpu_per_request_us), median(f.p50_us), median(f.p99_us),
-          f.errors);
+          f.errors, driver.c_str(), median(f.load_cores));
       ok = ok && f.errors == 0;
     }
     suite.goal(kCyan, kCyanEpoll, 1.10);
