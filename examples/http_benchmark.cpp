@@ -6,9 +6,9 @@
 // ring can be set up) and "cyan http_server (epoll)" with CYAN_NET_BACKEND=epoll. The servers
 // start once and stay up; the arms alternate per repetition (the harness), timed as wall seconds
 // per 100k requests (1e5 / requests per second); each arm's server CPU per request (/proc, nginx's
-// workers included), latency p50 / p99, errors, and the cores the load generator used (its CPU
-// time over its run: wrk's one thread at 1.00 is the load's own limit) are printed after the
-// table. Skipped, saying so,
+// workers included), latency p50 / p99, errors, and the load generator's CPU per request and
+// cores used (its CPU time over its run: wrk's one thread near 1.00 is the load's own limit)
+// are printed after the table. Skipped, saying so,
 // when nginx or wrk is missing (scripts/install-deps.sh installs both).
 //
 //   CYAN_BENCH_REPS          repetitions per arm (default 11)
@@ -149,6 +149,7 @@ double reaped_children_cpu_seconds() {
 struct figures {
   std::vector<double> cpu_per_request_us;
   std::vector<double> load_cores;  // the load generator's CPU seconds per second of its run
+  std::vector<double> load_cpu_per_request_us;
   std::vector<double> p50_us;
   std::vector<double> p99_us;
   double errors = 0;
@@ -246,6 +247,7 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
   }
   out.cpu_per_request_us.push_back(cpu * 1e6 / requests);
   out.load_cores.push_back(load_cpu / elapsed);
+  out.load_cpu_per_request_us.push_back(load_cpu * 1e6 / requests);
   return { elapsed / requests * kRequestsPerUnit, 0 };
 }
 
@@ -335,9 +337,9 @@ int main() {
       const figures& f = seen[server.arm];
       std::printf(
           "  %-26s %6.2f us server CPU/request  latency p50 %.0f us, p99 %.0f us  errors %.0f  "
-          "%s used %.2f cores\n",
+          "%s %.2f us CPU/request, %.2f cores\n",
           server.arm.c_str(), median(f.cpu_per_request_us), median(f.p50_us), median(f.p99_us),
-          f.errors, driver.c_str(), median(f.load_cores));
+          f.errors, driver.c_str(), median(f.load_cpu_per_request_us), median(f.load_cores));
       ok = ok && f.errors == 0;
     }
     suite.goal(kCyan, kCyanEpoll, 1.10);
