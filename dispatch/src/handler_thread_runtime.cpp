@@ -1,5 +1,8 @@
 #include "handler_thread_runtime.h"
 
+#include <pthread.h>
+
+#include <csignal>
 #include <future>
 #include <stdexcept>
 #include <system_error>
@@ -30,10 +33,37 @@ handler_thread_runtime::~handler_thread_runtime() {
 
 // ---- owner side ---------------------------------------------------------------------------
 
+namespace {
+
+// cyan's threads take no asynchronous signal: each is born with all of them blocked (the
+// creating thread blocks them around the creation, and the new thread inherits the mask), so a
+// signal goes to one of the program's own threads or stays pending for a signalfd
+// (event::signal_set). The faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and
+// SIGABRT stay as they were: the kernel delivers those to the thread that caused them.
+class signals_blocked_for_new_threads {
+ public:
+  signals_blocked_for_new_threads() {
+    sigset_t all;
+    sigfillset(&all);
+    for (const int fault : { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT }) {
+      sigdelset(&all, fault);
+    }
+    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  signals_blocked_for_new_threads(const signals_blocked_for_new_threads&) = delete;
+  signals_blocked_for_new_threads& operator=(const signals_blocked_for_new_threads&) = delete;
+  ~signals_blocked_for_new_threads() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_{};
+};
+
+}  // namespace
+
 void handler_thread_runtime::start() {
   std::promise<void> ready;
   std::future<void> set_up_done = ready.get_future();
-  thread_ = std::thread([this, &ready] {
+  auto run = [this, &ready] {
     try {
       set_up();
     } catch (...) {
@@ -43,7 +73,11 @@ void handler_thread_runtime::start() {
     }
     ready.set_value();  // `ready` is gone after this: the constructor returns
     main();
-  });
+  };
+  {
+    const signals_blocked_for_new_threads blocked;
+    thread_ = std::thread(std::move(run));
+  }
   try {
     set_up_done.get();
   } catch (...) {

@@ -6,5 +6,6 @@
 #include "cyan/event/io.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/signal.h"
+#include "cyan/event/signal_set.h"
 #include "cyan/event/timer.h"
 #include "cyan/event/timer_wheel.h"

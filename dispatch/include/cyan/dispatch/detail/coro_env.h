@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "cyan/common/unique_function.h"
+#include "cyan/event/detail/coroutine_stop.h"
 
 namespace cyan::dispatch::detail {
 
@@ -192,3 +193,12 @@ inline void resume_later_on(executor_ref home, std::coroutine_handle<> coroutine
 }
 
 }  // namespace cyan::dispatch::detail
+
+// An awaiter of event/ (signal_set::wait()) observes a cyan coroutine's stop token: its branch's.
+template <typename Promise>
+struct cyan::event::detail::coroutine_stop<
+    Promise, std::enable_if_t<cyan::dispatch::detail::is_cyan_promise<Promise>>> {
+  static std::stop_token of(Promise& promise) noexcept {
+    return promise.branch_ != nullptr ? promise.branch_->token : std::stop_token{};
+  }
+};
