@@ -8,4 +8,5 @@
 #include "cyan/net/error.h"
 #include "cyan/net/resolve.h"
 #include "cyan/net/tcp.h"
+#include "cyan/net/tcp_server.h"
 #include "cyan/net/udp.h"

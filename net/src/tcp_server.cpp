@@ -1,0 +1,248 @@
+#include "cyan/net/tcp_server.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "cyan/dispatch/co_spawn.h"
+#include "cyan/dispatch/detail/coro_env.h"
+#include "cyan/dispatch/sleep.h"
+
+namespace cyan::net {
+
+using namespace std::chrono_literals;
+
+// One handler thread and what its connections' idle guards registered there (the thread's
+// only: guards are made, drained and destroyed on it). The thread is the last member, so it is
+// joined — its last drain job run — before the rest goes.
+struct tcp_server::thread_state {
+  explicit thread_state(dispatch::handler_thread::options settings)
+      : thread(std::move(settings)) {}
+  std::vector<idle_guard*> idle;
+  bool draining = false;
+  dispatch::handler_thread thread;
+};
+
+// The default accept-error report: stderr, at most one line a second; the next line says how
+// many were left out. One per accept loop, used by its thread only.
+class tcp_server::accept_errors {
+ public:
+  ~accept_errors() {
+    if (left_out_ > 0) {
+      std::fprintf(stderr, "cyan::net::tcp_server: accept: %llu more failures left out\n",
+                   left_out_);
+    }
+  }
+  void operator()(const std::system_error& error) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < quiet_until_) {
+      ++left_out_;
+      return;
+    }
+    if (left_out_ > 0) {
+      std::fprintf(stderr, "cyan::net::tcp_server: accept: %s (%llu more left out)\n",
+                   error.what(), left_out_);
+    } else {
+      std::fprintf(stderr, "cyan::net::tcp_server: accept: %s\n", error.what());
+    }
+    left_out_ = 0;
+    quiet_until_ = now + 1s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point quiet_until_{};
+  unsigned long long left_out_ = 0;
+};
+
+tcp_server::tcp_server(options settings) : options_(std::move(settings)) {
+  std::size_t count = options_.threads;
+  if (count == 0) {
+    count = std::max(1u, std::thread::hardware_concurrency());
+  }
+  states_.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    dispatch::handler_thread::options thread_options;
+    thread_options.name = "cyan-server-" + std::to_string(i);
+    states_.push_back(std::make_unique<thread_state>(std::move(thread_options)));
+    thread_view_.push_back(&states_.back()->thread);
+  }
+}
+
+tcp_server::~tcp_server() {
+  stop(0ms);
+}
+
+void tcp_server::start_with(connection_handler handler) {
+  const std::lock_guard lock(stop_mutex_);
+  if (started_ || stopped_) {
+    throw std::logic_error(started_ ? "cyan::net::tcp_server: started twice"
+                                    : "cyan::net::tcp_server: started after stop()");
+  }
+  if (!handler) {
+    throw std::invalid_argument("cyan::net::tcp_server: no connection handler");
+  }
+  const bool one_listener = options_.distribution == distribution::acceptor ||
+                            options_.endpoint.is_unix() || states_.size() == 1;
+  const tcp_listener::options settings{ .reuse_port = !one_listener,
+                                        .backlog = options_.backlog,
+                                        .remove_stale_socket = true };
+  // Every listener is bound before any accepts: a failure leaves nothing listening.
+  std::vector<tcp_listener> bound;
+  bound.push_back(tcp_listener::bind(options_.endpoint, settings));
+  bound_ = bound.front().local_endpoint();
+  for (std::size_t i = 1; !one_listener && i < states_.size(); ++i) {
+    bound.push_back(tcp_listener::bind(bound_, settings));
+  }
+  handler_ = std::make_shared<connection_handler>(std::move(handler));
+  started_ = true;
+  for (std::size_t i = 0; i < bound.size(); ++i) {
+    listeners_.spawn(states_[i]->thread,
+                     [this, i, listener = std::move(bound[i])]() mutable {
+                       return accept_loop(std::move(listener), i);
+                     });
+  }
+}
+
+endpoint tcp_server::local_endpoint() const {
+  if (!started_) {
+    throw std::logic_error("cyan::net::tcp_server::local_endpoint before start()");
+  }
+  return bound_;
+}
+
+dispatch::task<> tcp_server::accept_loop(tcp_listener listener, std::size_t index) {
+  accept_errors report;
+  bool failed = false;
+  for (;;) {
+    try {
+      tcp_socket connection = co_await listener.accept();
+      if (options_.max_connections != 0 && connections_.size() >= options_.max_connections) {
+        refused_.fetch_add(1, std::memory_order_relaxed);  // counted before the peer can see it
+        connection.close();  // accepted and closed at once: see max_connections
+        continue;
+      }
+      place(std::move(connection), index);
+    } catch (const std::system_error& error) {
+      if (error.code() == std::errc::operation_canceled) {
+        co_return;  // stop(): no more accepting
+      }
+      if (options_.on_accept_error) {
+        options_.on_accept_error(error);
+      } else {
+        report(error);
+      }
+      failed = true;
+    }
+    if (failed) {
+      failed = false;
+      // A failure that comes again at once (a full descriptor table) must not make the loop
+      // spin: the next try waits a little (a stop ends the wait at once).
+      try {
+        co_await dispatch::sleep_for(10ms);
+      } catch (const std::system_error&) {
+        co_return;
+      }
+    }
+  }
+}
+
+void tcp_server::place(tcp_socket connection, std::size_t accepting_thread) {
+  const std::shared_ptr<connection_handler> handler = handler_;
+  const std::size_t threads = states_.size();
+  if (options_.distribution == distribution::acceptor || bound_.is_unix()) {
+    if (threads > 1) {
+      // The acceptor (thread 0) hands connections to the others in turn.
+      const std::size_t target = 1 + next_thread_.fetch_add(1) % (threads - 1);
+      connections_.spawn(states_[target]->thread,
+                         [handler, handle = connection.release()]() mutable {
+                           return (*handler)(tcp_socket::adopt(std::move(handle)));
+                         });
+      return;
+    }
+  }
+  connections_.spawn(states_[accepting_thread]->thread,
+                     [handler, socket = std::move(connection)]() mutable {
+                       return (*handler)(std::move(socket));
+                     });
+}
+
+bool tcp_server::stop(std::chrono::milliseconds grace) {
+  if (dispatch::detail::current_executor()) {
+    throw std::logic_error(
+        "cyan::net::tcp_server::stop called on a handler thread or pool worker (it blocks)");
+  }
+  const std::lock_guard lock(stop_mutex_);
+  if (stopped_) {
+    return stop_result_;
+  }
+  stopped_ = true;
+  if (!started_) {
+    return stop_result_;
+  }
+  listeners_.request_stop();
+  listeners_.join_blocking();
+  draining_.store(true, std::memory_order_release);
+  for (const auto& state : states_) {
+    state->thread.post([this, s = state.get()] { drain_here(*s); });
+  }
+  stop_result_ = connections_.join_blocking_for(grace);
+  if (!stop_result_) {
+    connections_.request_stop();
+    connections_.join_blocking();
+  }
+  return stop_result_;
+}
+
+void tcp_server::drain_here(thread_state& state) noexcept {
+  state.draining = true;
+  std::vector<idle_guard*> idle;
+  idle.swap(state.idle);
+  for (idle_guard* guard : idle) {
+    guard->state_ = nullptr;  // the guard has nothing left to withdraw
+    guard->connection_->close();
+  }
+}
+
+tcp_server::thread_state& tcp_server::state_of_this_thread() {
+  for (const auto& state : states_) {
+    if (state->thread.is_current()) {
+      return *state;
+    }
+  }
+  throw std::logic_error("cyan::net::tcp_server::idle called on a thread that is not the server's");
+}
+
+tcp_server::idle_guard tcp_server::idle(tcp_socket& connection) {
+  thread_state& state = state_of_this_thread();
+  if (state.draining) {
+    connection.close();
+    return idle_guard(nullptr, &connection);
+  }
+  return idle_guard(&state, &connection);
+}
+
+// ---- idle_guard ----
+
+tcp_server::idle_guard::idle_guard(thread_state* state, tcp_socket* connection) noexcept
+    : state_(state), connection_(connection) {
+  if (state_ != nullptr) {
+    state_->idle.push_back(this);
+  }
+}
+
+tcp_server::idle_guard::idle_guard(idle_guard&& other) noexcept
+    : state_(std::exchange(other.state_, nullptr)), connection_(other.connection_) {
+  if (state_ != nullptr) {
+    std::replace(state_->idle.begin(), state_->idle.end(), &other, this);
+  }
+}
+
+tcp_server::idle_guard::~idle_guard() {
+  if (state_ != nullptr) {
+    std::erase(state_->idle, this);
+  }
+}
+
+}  // namespace cyan::net
