@@ -4,9 +4,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <coroutine>
 #include <cstdio>
-#include <exception>
 #include <future>
 #include <latch>
 #include <stdexcept>
@@ -73,19 +71,10 @@ void futures() {
   check(standard.get() == "std", "async_awaitable converts to std::future");
 }
 
-// 4. co_await: a coroutine suspends until the task is done and resumes on the pool thread
-// that finished it. `detached` is the smallest coroutine type that runs eagerly.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
-
-detached add_remotely(int a, int b, std::promise<int>& result) {
+// 4. co_await: a task suspends until the awaited work is done. co_spawn(..., detached) starts
+// it on the global pool with no future (what it throws goes to the pool's error callback); the
+// promise carries the result out.
+dispatch::task<> add_remotely(int a, int b, std::promise<int>& result) {
   int first = co_await dispatch::async_awaitable([a] { return a * a; });
   int second = co_await dispatch::async_awaitable([b] { return b * b; });
   result.set_value(first + second);
@@ -93,7 +82,7 @@ detached add_remotely(int a, int b, std::promise<int>& result) {
 
 void coroutines() {
   std::promise<int> result;
-  add_remotely(3, 4, result);
+  dispatch::co_spawn([&result] { return add_remotely(3, 4, result); }, dispatch::detached);
   check(result.get_future().get() == 25, "co_await async_awaitable: 3*3 + 4*4 = 25");
 }
 

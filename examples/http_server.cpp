@@ -14,9 +14,9 @@
 //
 // Connections are HTTP/1.1 keep-alive, and pipelined requests are answered in order, the
 // answers to what one read brought written together; HTTP/1.0 closes after the response unless
-// the request says "Connection: keep-alive", and "Connection: close" closes. Each handler
-// thread (--threads, default: the cores) has its own reuse_port listener, and a connection
-// stays on the thread that accepted it.
+// the request says "Connection: keep-alive", and "Connection: close" closes. A
+// cyan::net::tcp_server gives each handler thread (--threads, default: the cores) its own
+// reuse_port listener, and a connection stays on the thread that accepted it.
 //
 // Limits, each answered and then closed (the server ends its sending side and drops what the
 // client still sends for up to a second, so the client can read the answer):
@@ -28,9 +28,10 @@
 //   --idle-timeout-ms      a keep-alive connection without a request this long (60 s): closed;
 //   --max-connections      connections beyond this many (10000): 503, then closed.
 //
-// Prints "listening on <endpoint>"; SIGINT / SIGTERM shut it down gracefully (see
-// server/server_support.h): idle connections close at once, a request in flight is answered
-// (with "Connection: close"), the rest close after --grace-ms; the exit status is then 0.
+// Prints "listening on <endpoint>"; SIGINT / SIGTERM shut it down gracefully (tcp_server's
+// stop()): idle connections close at once (each holds the server's idle guard while it waits
+// for a request), a request in flight is answered (with "Connection: close"), the rest close
+// after --grace-ms; the exit status is then 0.
 
 #include <unistd.h>
 
@@ -65,7 +66,6 @@ using namespace std::chrono_literals;
 using cyan::dispatch::task;
 using cyan::examples::command_line;
 using cyan::examples::error_report;
-using cyan::examples::server_runtime;
 using cyan::examples::http::connection;
 using cyan::examples::http::connection_header;
 using cyan::examples::http::connection_settings;
@@ -73,8 +73,7 @@ using cyan::examples::http::kLingerLimit;
 using cyan::examples::http::linger;
 using cyan::examples::http::status;
 using cyan::examples::http::thread_state;
-using cyan::net::endpoint;
-using cyan::net::tcp_listener;
+using cyan::net::tcp_server;
 using cyan::net::tcp_socket;
 
 constexpr std::string_view kPage =
@@ -98,11 +97,11 @@ struct server_settings {
   std::string page_type;
 };
 
-// What every task needs. The runtime is the last member, so its destructor joins the tasks
-// while the rest is still alive.
+// What every connection needs: the settings, one thread_state per handler thread (by the
+// server's thread index), and the count against --max-connections.
 struct server_context {
-  server_context(server_settings s, unsigned threads) : settings(std::move(s)), runtime(threads) {
-    for (unsigned i = 0; i < runtime.size(); ++i) {
+  server_context(server_settings s, std::size_t threads) : settings(std::move(s)) {
+    for (std::size_t i = 0; i < threads; ++i) {
       states.push_back(std::make_unique<thread_state>(settings.page, settings.page_type));
     }
   }
@@ -110,7 +109,6 @@ struct server_context {
   std::vector<std::unique_ptr<thread_state>> states;  // one per handler thread
   // Connections being served, against --max-connections. Relaxed: a count that publishes nothing.
   std::atomic<std::size_t> open_connections{ 0 };
-  server_runtime runtime;
 };
 
 // One place under --max-connections, given back when the connection's task is destroyed
@@ -139,11 +137,6 @@ class connection_slot {
   std::atomic<std::size_t>* open_;
 };
 
-task<> serve(tcp_socket socket, connection_slot, thread_state* home, server_context* context) {
-  connection served(std::move(socket), *home, context->settings.connections, context->runtime);
-  co_await served.run();
-}
-
 // Beyond --max-connections: 503, then the connection closes.
 task<> refuse(tcp_socket socket, thread_state* home) {
   std::string out;
@@ -159,30 +152,23 @@ task<> refuse(tcp_socket socket, thread_state* home) {
   co_await linger(socket, scratch, kLingerLimit);
 }
 
-// One listener's accept loop, on thread `index`: each connection becomes a task in
-// runtime.connections() on this thread.
-task<> accept_loop(tcp_listener listener, unsigned index, server_context* context) {
-  server_runtime& runtime = context->runtime;
-  thread_state* home = context->states[index].get();
-  error_report accept_errors("http_server: accept");
-  for (;;) {
-    try {
-      tcp_socket connection = co_await listener.accept();
-      connection_slot slot =
-          connection_slot::take(context->open_connections, context->settings.max_connections);
-      if (slot) {
-        runtime.connections().spawn(runtime.thread(index),
-                                    serve(std::move(connection), std::move(slot), home, context));
-      } else {
-        runtime.connections().spawn(runtime.thread(index), refuse(std::move(connection), home));
-      }
-    } catch (const std::system_error& e) {
-      if (e.code() == std::errc::operation_canceled) {
-        co_return;  // shutdown: stop accepting
-      }
-      accept_errors(e);  // e.g. EMFILE: go on
+// One connection, on the server's thread that accepted it: served, or refused beyond
+// --max-connections (the slot is given back when the task ends).
+task<> serve(tcp_socket socket, tcp_server& server, server_context& context) {
+  thread_state* home = nullptr;
+  for (std::size_t i = 0; i < server.threads().size(); ++i) {
+    if (server.threads()[i]->is_current()) {
+      home = context.states[i].get();
     }
   }
+  const connection_slot slot =
+      connection_slot::take(context.open_connections, context.settings.max_connections);
+  if (!slot) {
+    co_await refuse(std::move(socket), home);
+    co_return;
+  }
+  connection served(std::move(socket), *home, context.settings.connections, server);
+  co_await served.run();
 }
 
 // The machine's physical memory in bytes, or the most a std::uint64_t holds when it cannot tell.
@@ -233,6 +219,7 @@ server_settings read_settings(const command_line& cli) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cyan::examples::block_shutdown_signals();
   command_line cli("http_server", "an HTTP/1.1 server on cyan::net and llhttp");
   cli.server_options()
       .option("body-size", "0", "the body of /: N generated bytes (0: the built-in HTML page)")
@@ -243,14 +230,18 @@ int main(int argc, char** argv) {
       .option("max-connections", "10000", "connections served at once (more: 503)");
   cli.parse(argc, argv);
   try {
-    server_context context(read_settings(cli), static_cast<unsigned>(cli.number("threads")));
-    context.runtime.on_drain(
-        [&context](unsigned index) { context.states[index]->close_idle_connections(); });
-    const endpoint bound = context.runtime.start_listeners(
-        cli.listen_endpoint(), false, [&context](tcp_listener listener, unsigned index) {
-          return accept_loop(std::move(listener), index, &context);
-        });
-    return context.runtime.run(bound, std::chrono::milliseconds(cli.number("grace-ms")));
+    error_report accept_errors("http_server: accept");  // outlives the server: its last count
+    tcp_server server({ .endpoint = cli.listen_endpoint(),
+                        .threads = static_cast<std::size_t>(cli.number("threads")),
+                        .on_accept_error = [&accept_errors](const std::system_error& e) {
+                          accept_errors(e);
+                        } });
+    server_context context(read_settings(cli), server.threads().size());
+    server.start([&server, &context](tcp_socket socket) {
+      return serve(std::move(socket), server, context);
+    });
+    return cyan::examples::serve_until_signalled(server,
+                                                 std::chrono::milliseconds(cli.number("grace-ms")));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_server: %s\n", e.what());
     return 1;

@@ -1,11 +1,11 @@
 #include "http/connection.h"
 
-#include <sys/ioctl.h>
-
 #include <cstdio>
 #include <ctime>
 #include <system_error>
 #include <utility>
+
+#include "server/server_support.h"
 
 namespace cyan::examples::http {
 
@@ -27,14 +27,6 @@ bool is_quiet(const std::system_error& e) {
 
 }  // namespace
 
-void thread_state::close_idle_connections() noexcept {
-  for (connection* c = connections; c != nullptr;) {
-    connection* next = c->next_;
-    c->close_if_idle();  // its task ends later, not in here
-    c = next;
-  }
-}
-
 dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
                         std::chrono::steady_clock::duration limit) {
   try {
@@ -51,35 +43,13 @@ dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
 }
 
 connection::connection(net::tcp_socket socket, thread_state& home,
-                       const connection_settings& settings, const server_runtime& runtime)
+                       const connection_settings& settings, net::tcp_server& server)
     : socket_(std::move(socket)),
       home_(home),
       settings_(settings),
-      runtime_(runtime),
+      server_(server),
       parser_(settings.limits) {
   out_.reserve(4096);
-  next_ = home_.connections;
-  if (next_ != nullptr) {
-    next_->previous_ = this;
-  }
-  home_.connections = this;
-}
-
-connection::~connection() {
-  (previous_ != nullptr ? previous_->next_ : home_.connections) = next_;
-  if (next_ != nullptr) {
-    next_->previous_ = previous_;
-  }
-}
-
-// A connection waits for a request none of whose bytes has arrived, or lingers: closing it
-// ends its pending read with operation_canceled.
-void connection::close_if_idle() noexcept {
-  int unread = 0;
-  if (lingering_ ||
-      (idle_ && ::ioctl(socket_.native_handle(), FIONREAD, &unread) == 0 && unread == 0)) {
-    socket_.close();
-  }
 }
 
 // A connection's life:
@@ -108,15 +78,18 @@ dispatch::task<> connection::run() {
     co_return;  // the client is gone
   }
   if (closing_ && socket_.is_open()) {
-    lingering_ = true;  // while draining, only what has arrived: the shutdown is not to wait
+    // While draining, only what has arrived: the shutdown is not to wait; a drain that begins
+    // meanwhile closes it (the guard).
+    const auto idle = server_.idle(socket_);
     co_await linger(socket_, input_,
-                    runtime_.draining() ? clock_type::duration::zero() : kLingerLimit);
+                    server_.draining() ? clock_type::duration::zero() : kLingerLimit);
   }
 }
 
 // The requests of a connection, in turn:
 //   1. read     wait for bytes: up to --idle-timeout-ms between requests, up to the deadline
-//               of the request in progress (a timeout throws); an idle read ends when draining;
+//               of the request in progress (a timeout throws); between requests it holds the
+//               server's idle guard, so a read waiting for the next request ends when draining;
 //   2. answer   parse them, appending each request's response to out_ (answer());
 //   3. write    out_ (and a large body), all the answers at once; then on to (2) with what is
 //               left of the input, or to (1) when it is all parsed, after "100 Continue" when
@@ -125,16 +98,20 @@ dispatch::task<> connection::run() {
 // requests.
 dispatch::task<> connection::exchange() {
   for (;;) {
-    if (!parser_.in_request() && runtime_.draining()) {
+    if (!parser_.in_request() && server_.draining()) {
       co_return;
     }
     if (++reads_ % kReadsBeforeYield == 0) {
       co_await dispatch::yield();
     }
-    idle_ = !parser_.in_request();
+    std::optional<net::tcp_server::idle_guard> idle;
+    if (!parser_.in_request()) {
+      idle.emplace(server_.idle(socket_));
+    }
     reading_ = true;
     const std::size_t n = co_await socket_.read_some(input_, read_limit());
-    reading_ = idle_ = false;
+    reading_ = false;
+    idle.reset();
     if (n == 0) {
       co_return;
     }
@@ -203,7 +180,7 @@ void connection::respond(const request& r) {
   const status s = r.method == request::verb::other ? status::method_not_allowed
                    : r.root                         ? status::ok
                                                     : status::not_found;
-  closing_ = !r.keep_alive || runtime_.draining();
+  closing_ = !r.keep_alive || server_.draining();
   const connection_header connection = closing_     ? connection_header::close
                                        : r.http_1_0 ? connection_header::keep_alive
                                                     : connection_header::implied;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,7 +17,6 @@
 #include "cyan/net.h"
 #include "http/request_parser.h"
 #include "http/responses.h"
-#include "server/server_support.h"
 
 namespace cyan::examples::http {
 
@@ -29,16 +29,12 @@ struct connection_settings {
 
 class connection;
 
-/// What belongs to one handler thread: its responses (whose Date it rewrites) and its
-/// connections (for the drain). Only that thread touches it once the server runs.
+/// What belongs to one handler thread: its responses (whose Date it rewrites). Only that thread
+/// touches it once the server runs.
 struct alignas(cache_line_size) thread_state {
   thread_state(std::string_view page, std::string_view page_type) : responses(page, page_type) {}
-  /// For the drain hook: closes this thread's connections that wait for a request none of
-  /// whose bytes has arrived, or linger after their last answer. Their tasks end later.
-  void close_idle_connections() noexcept;
 
   response_set responses;
-  connection* connections = nullptr;  // an intrusive list, see connection
 };
 
 /// How long, after an answer that closes, the server keeps reading (and dropping) what the
@@ -52,26 +48,24 @@ inline constexpr std::chrono::seconds kLingerLimit{ 1 };
 dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
                         std::chrono::steady_clock::duration limit);
 
-/// One connection, served on the thread that accepted it. Lives in its task's frame, linked
-/// into its thread's list from construction to destruction; the settings, thread state and
-/// runtime outlive it. [its thread]
+/// One connection, served on the thread that accepted it. Lives in its task's frame; the
+/// settings, thread state and server outlive it. While it waits for a request none of whose
+/// bytes has arrived, or lingers after its last answer, it holds an idle guard of the server,
+/// so that the server's drain closes it at once. [its thread]
 class connection {
  public:
   connection(net::tcp_socket socket, thread_state& home, const connection_settings& settings,
-             const server_runtime& runtime);
+             net::tcp_server& server);
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
-  ~connection();
 
   /// Serves the connection until it closes (see the .cpp for the phases).
   dispatch::task<> run();
 
  private:
-  friend struct thread_state;
   using clock_type = std::chrono::steady_clock;
 
   dispatch::task<> exchange();
-  void close_if_idle() noexcept;
   [[nodiscard]] std::chrono::nanoseconds read_limit() const;
   void note_request_start();
   [[nodiscard]] bool answer();
@@ -84,7 +78,7 @@ class connection {
   net::tcp_socket socket_;
   thread_state& home_;
   const connection_settings& settings_;
-  const server_runtime& runtime_;
+  net::tcp_server& server_;
   request_parser parser_;
   std::array<std::byte, kReadBufferSize> input_;
   std::string_view unparsed_;        // of input_
@@ -93,12 +87,8 @@ class connection {
   clock_type::time_point deadline_;  // of the request in progress
   std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
   unsigned reads_ = 0;
-  bool idle_ = false;       // reading, between requests
-  bool reading_ = false;    // in a read (not a write) when an exception comes
-  bool closing_ = false;    // the last response closes the connection
-  bool lingering_ = false;  // answered and closing: only dropping input
-  connection* previous_ = nullptr;
-  connection* next_ = nullptr;
+  bool reading_ = false;  // in a read (not a write) when an exception comes
+  bool closing_ = false;  // the last response closes the connection
 };
 
 }  // namespace cyan::examples::http

@@ -1,18 +1,12 @@
 #include "server/server_support.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
-
-#include <pthread.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
 #include "cyan/event.h"
 
@@ -129,6 +123,7 @@ error_report::~error_report() {
 }
 
 void error_report::operator()(const std::exception& e) {
+  const std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   if (now < quiet_until_) {
     ++left_out_;
@@ -144,131 +139,21 @@ void error_report::operator()(const std::exception& e) {
   quiet_until_ = now + std::chrono::seconds(1);
 }
 
-// ---- server_runtime ----
+// ---- shutdown ----
 
-// SIGINT and SIGTERM end the main loop, and so does stop() through an async.
-//
-// The two signals are blocked in the main thread before the handler threads exist (they
-// inherit the mask) and read from a signalfd on the main loop: they stay queued in the kernel
-// until the loop reads them, whichever thread they were aimed at. An asynchronous handler
-// would be run by whichever thread the kernel picks, at whatever point it was; under
-// ThreadSanitizer, which defers such handlers to the thread's next intercepted call, a
-// SIGTERM that came just after "listening on" could be lost (docs/bench/notes.md, "Figures
-// behind the examples' comments"). The libev signal
-// watchers stay as well, for threads that existed before the runtime (their mask lets the
-// signals in, so the handler runs there and wakes the main loop).
-struct server_runtime::signals {
-  signals()
-      : loop(event::get_main_loop()), interrupt(loop), terminate(loop), wake(loop), queued(loop) {
-    const auto shutdown = [this] { loop->stop(); };
-    interrupt.set_number(SIGINT);
-    interrupt.set_callback(shutdown);
-    terminate.set_number(SIGTERM);
-    terminate.set_callback(shutdown);
-    wake.set_callback(shutdown);
-    interrupt.start();  // libev unblocks the signal in this thread: block it after this
-    terminate.start();
-    wake.start();
-    ::sigemptyset(&blocked);
-    ::sigaddset(&blocked, SIGINT);
-    ::sigaddset(&blocked, SIGTERM);
-    if (const int error = ::pthread_sigmask(SIG_BLOCK, &blocked, &previous); error != 0) {
-      throw std::system_error(error, std::generic_category(), "pthread_sigmask(SIGINT, SIGTERM)");
-    }
-    descriptor = ::signalfd(-1, &blocked, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (descriptor < 0) {
-      const int error = errno;
-      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      throw std::system_error(error, std::generic_category(), "signalfd(SIGINT, SIGTERM)");
-    }
-    queued.set_file_descriptor(descriptor);
-    queued.set_events(event::io::read);
-    queued.set_callback([this](event::io::events) {
-      if (take_one()) {
-        loop->stop();
-      }
-    });
-    queued.start();
-  }
-  signals(const signals&) = delete;
-  signals& operator=(const signals&) = delete;
-  ~signals() {
-    queued.stop();
-    while (take_one()) {
-      // a second SIGINT / SIGTERM during the shutdown: it is already under way
-    }
-    ::close(descriptor);
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  }
-
-  // Reads one queued signal; false when none is queued.
-  bool take_one() const noexcept {
-    ::signalfd_siginfo info{};
-    return ::read(descriptor, &info, sizeof info) == static_cast<::ssize_t>(sizeof info);
-  }
-
-  std::shared_ptr<event::loop> loop;
-  event::signal interrupt;
-  event::signal terminate;
-  event::async wake;
-  ::sigset_t blocked{};
-  ::sigset_t previous{};
-  int descriptor = -1;
-  event::io queued;
-};
-
-server_runtime::server_runtime(unsigned threads) : signals_(std::make_unique<signals>()) {
-  for (unsigned i = 0; i < std::max(threads, 1u); ++i) {
-    threads_.push_back(std::make_unique<dispatch::handler_thread>());
-  }
+void block_shutdown_signals() {
+  event::block_signals({ SIGINT, SIGTERM });
 }
 
-server_runtime::~server_runtime() {
-  listeners_.request_stop();
-  connections_.request_stop();
-  listeners_.join_blocking();
-  connections_.join_blocking();
-}
-
-net::endpoint server_runtime::start_listeners(
-    const net::endpoint& where, bool one_listener,
-    const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop) {
-  one_listener = one_listener || where.is_unix();
-  const net::tcp_listener::options settings{ .reuse_port = !one_listener,
-                                             .remove_stale_socket = true };
-  net::tcp_listener first = net::tcp_listener::bind(where, settings);
-  const net::endpoint bound = first.local_endpoint();
-  const unsigned count = one_listener ? 1 : size();
-  for (unsigned index = 0; index < count; ++index) {
-    net::tcp_listener listener =
-        index == 0 ? std::move(first) : net::tcp_listener::bind(bound, settings);
-    listeners_.spawn(thread(index), accept_loop(std::move(listener), index));
-  }
-  return bound;
-}
-
-void server_runtime::stop() noexcept {
-  signals_->wake.send();
-}
-
-int server_runtime::run(const net::endpoint& where, std::chrono::milliseconds grace) {
-  std::printf("listening on %s\n", where.to_string().c_str());
+int serve_until_signalled(net::tcp_server& server, std::chrono::milliseconds grace) {
+  const std::shared_ptr<event::loop> loop = event::get_main_loop();
+  event::signal_set signals{ loop, { SIGINT, SIGTERM } };
+  signals.set_callback([&loop](int /*signal_number*/) { loop->stop(); });
+  signals.start();
+  std::printf("listening on %s\n", server.local_endpoint().to_string().c_str());
   std::fflush(stdout);
-  signals_->loop->run();  // until SIGINT, SIGTERM or stop()
-  listeners_.request_stop();
-  listeners_.join_blocking();
-  draining_.store(true, std::memory_order_release);
-  if (drain_hook_) {
-    for (unsigned index = 0; index < size(); ++index) {
-      thread(index).post([this, index] { drain_hook_(index); });
-    }
-  }
-  auto drained =
-      dispatch::co_spawn(thread(0), [this]() -> dispatch::task<> { co_await connections_.join(); });
-  if (drained.wait_for(grace) != std::future_status::ready) {
-    connections_.request_stop();
-  }
-  drained.get();
+  loop->run();  // until SIGINT or SIGTERM
+  (void)server.stop(grace);
   return 0;
 }
 

@@ -1,21 +1,17 @@
 #pragma once
 
-// What every example server shares: its command line (--port, --threads, --grace-ms, --help
-// and the server's own options), the "listening on <endpoint>" line, and the graceful shutdown
-// on SIGINT / SIGTERM:
-//
-//   1. stop accepting    the listeners' scope is stopped and joined;
-//   2. drain             draining() turns true and the drain hook (on_drain()) runs on every
-//                        handler thread: connections finish the request in flight and close;
-//                        the server waits up to --grace-ms for them;
-//   3. close the rest    the connections' scope is stopped (pending reads end with
-//                        operation_canceled) and joined; run() returns 0.
+// What the example servers share besides cyan::net::tcp_server (which accepts, spreads the
+// connections over the threads and drains): their command line (--port, --threads, --grace-ms,
+// --help and the server's own options), the "listening on <endpoint>" line, the wait for
+// SIGINT / SIGTERM (a cyan::event::signal_set on the main loop) that starts the shutdown, and
+// the once-a-second report of accept failures.
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -67,55 +63,15 @@ class command_line {
   std::map<std::string, entry> entries_;
 };
 
-/// A server's threads, its two scopes and its shutdown (see the top of this file).
-class server_runtime {
- public:
-  /// `threads` handler threads (at least 1). Installs the SIGINT / SIGTERM watchers.
-  explicit server_runtime(unsigned threads);
-  ~server_runtime();
+/// Blocks SIGINT and SIGTERM in the calling thread. Call it first in main(), before any thread
+/// starts (threads inherit the mask), so that the signals wait for serve_until_signalled()
+/// whenever they come. [the main thread]
+void block_shutdown_signals();
 
-  [[nodiscard]] unsigned size() const noexcept { return static_cast<unsigned>(threads_.size()); }
-  [[nodiscard]] dispatch::handler_thread& thread(unsigned index) { return *threads_[index]; }
-  /// Listener tasks: stopped first. [any thread]
-  [[nodiscard]] dispatch::async_scope& listeners() noexcept { return listeners_; }
-  /// Connection tasks: stopped after the grace period. [any thread]
-  [[nodiscard]] dispatch::async_scope& connections() noexcept { return connections_; }
-  /// True once shutdown began: finish the request in flight, then close. [any thread]
-  [[nodiscard]] bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
-
-  /// Binds a listener to `where` for every handler thread, sharing the address with
-  /// reuse_port so the kernel spreads the connections over them (only thread 0's when
-  /// `one_listener`, and always for a unix: path, which has one), spawns
-  /// `accept_loop(listener, thread index)` for each in listeners(), on its thread, and
-  /// returns the address they listen on (with the port the first got, for port 0). Throws
-  /// std::system_error. [the main thread]
-  net::endpoint start_listeners(
-      const net::endpoint& where, bool one_listener,
-      const std::function<dispatch::task<>(net::tcp_listener, unsigned)>& accept_loop);
-
-  /// Sets what runs on each handler thread, given its index, once draining() has turned true
-  /// (before the grace period): e.g. closing the connections that wait idle for a request,
-  /// which would otherwise only notice the drain when their wait ends. Call before run().
-  /// [the main thread]
-  void on_drain(std::function<void(unsigned thread)> hook) { drain_hook_ = std::move(hook); }
-
-  /// Prints "listening on <where>", waits for SIGINT / SIGTERM (or stop()) on the main thread's
-  /// loop, shuts down, and returns the exit status (0). [the main thread]
-  int run(const net::endpoint& where, std::chrono::milliseconds grace);
-
-  /// Begins the shutdown as a signal would. [any thread]
-  void stop() noexcept;
-
- private:
-  // Before threads_, so it outlives the threads (which run it).
-  std::function<void(unsigned)> drain_hook_;
-  std::vector<std::unique_ptr<dispatch::handler_thread>> threads_;
-  dispatch::async_scope listeners_;
-  dispatch::async_scope connections_;
-  std::atomic<bool> draining_{ false };
-  struct signals;
-  std::unique_ptr<signals> signals_;
-};
+/// Prints "listening on <endpoint>", waits on the main loop for SIGINT or SIGTERM, then stops
+/// `server` with `grace` (stop accepting, drain, cancel what is left after `grace`) and returns
+/// the exit status (0). [the main thread, after block_shutdown_signals()]
+int serve_until_signalled(net::tcp_server& server, std::chrono::milliseconds grace);
 
 /// Whether `e` only means that the peer went away or the server is stopping
 /// (operation_canceled, ECONNRESET, EPIPE): nothing worth a line on stderr.
@@ -124,7 +80,7 @@ class server_runtime {
 /// Writes the errors of one kind (a listener's accept failures) to stderr at most once a
 /// second; a line after some were left out says how many. A client that keeps connecting to a
 /// server whose descriptor table is full makes every accept fail: one line per failure would
-/// fill the log and keep the thread writing to stderr. [one thread]
+/// fill the log and keep the thread writing to stderr. [any thread]
 class error_report {
  public:
   /// `what` starts each line, e.g. "http_server: accept".
@@ -139,6 +95,7 @@ class error_report {
 
  private:
   std::string what_;
+  std::mutex mutex_;  // the listeners of several threads report to one
   std::chrono::steady_clock::time_point quiet_until_{};
   unsigned long long left_out_ = 0;
 };

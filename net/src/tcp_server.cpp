@@ -1,5 +1,7 @@
 #include "cyan/net/tcp_server.h"
 
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -201,7 +203,12 @@ void tcp_server::drain_here(thread_state& state) noexcept {
   idle.swap(state.idle);
   for (idle_guard* guard : idle) {
     guard->state_ = nullptr;  // the guard has nothing left to withdraw
-    guard->connection_->close();
+    // Bytes already arrived and unread are a request on its way: its read takes them, and the
+    // handler sees draining() once it has answered.
+    int unread = 0;
+    if (::ioctl(guard->connection_->native_handle(), FIONREAD, &unread) != 0 || unread == 0) {
+      guard->connection_->close();
+    }
   }
 }
 

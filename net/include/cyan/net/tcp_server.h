@@ -45,12 +45,12 @@ namespace cyan::net {
 /// before it tries again, so a full descriptor table never makes it spin.
 ///
 /// Shutdown: stop(grace) stops accepting, starts draining (draining() turns true, and every
-/// connection's socket held by an idle() guard is closed at once on its thread, so a read
-/// waiting for the next request ends with operation_canceled), waits up to `grace` for the
-/// connection tasks, then requests the stop of those still running (their pending operations
-/// end with operation_canceled) and waits for them. A handler sees the drain by checking
-/// draining() between requests, and by holding an idle() guard around the wait for the next
-/// one.
+/// connection's socket held by an idle() guard with no unread bytes is closed at once on its
+/// thread, so a read waiting for the next request ends with operation_canceled), waits up to
+/// `grace` for the connection tasks, then requests the stop of those still running (their
+/// pending operations end with operation_canceled) and waits for them. A handler sees the
+/// drain by checking draining() between requests, and by holding an idle() guard around the
+/// wait for the next one.
 ///
 /// Errors of a connection task (what the handler's task throws) go to its handler thread's
 /// error path (stderr), except operation_canceled. Thread rules: start() and stop() on any
@@ -127,9 +127,10 @@ class tcp_server : noncopyable {
   }
 
   /// Marks `connection` idle while the guard lives: a drain that begins meanwhile closes it at
-  /// once (a pending read ends with operation_canceled); if the drain has begun already, it is
-  /// closed now. Hold it around the wait for the next request. [the connection's thread, which
-  /// must be one of the server's; std::logic_error otherwise]
+  /// once (a pending read ends with operation_canceled) unless bytes have arrived that it has
+  /// not read yet (a request on its way: the read takes them); if the drain has begun already,
+  /// it is closed now. Hold it around the wait for the next request. [the connection's thread,
+  /// which must be one of the server's; std::logic_error otherwise]
   [[nodiscard]] idle_guard idle(tcp_socket& connection);
 
  private:
