@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -115,7 +117,7 @@ void socket_core::close() noexcept {
   for (io_wait* op : { std::exchange(reader_, nullptr), std::exchange(writer_, nullptr) }) {
     if (op != nullptr) {
       op->core_ = nullptr;
-      if (ring_ != nullptr) {
+      if (op->on_ring()) {
         op->interrupt(std::make_error_code(std::errc::operation_canceled));
         interrupted = true;
       } else {
@@ -132,6 +134,7 @@ void socket_core::close() noexcept {
       // Refused: those calls fail with the kernel's error, reported as operation_canceled.
     }
   }
+  end_multishot();
   ::close(fd_);
   fd_ = -1;
 }
@@ -143,7 +146,121 @@ int socket_core::release() {
   if (watcher_) {
     watcher_->stop();
   }
+  end_multishot();
   return std::exchange(fd_, -1);
+}
+
+// ---- io_uring reads: held bytes and the multishot receive ----
+
+std::size_t socket_core::take_held(std::span<std::byte> into) noexcept {
+  std::size_t copied = 0;
+  if (carried_offset_ < carried_.size()) {
+    copied = std::min(into.size(), carried_.size() - carried_offset_);
+    std::memcpy(into.data(), carried_.data() + carried_offset_, copied);
+    carried_offset_ += copied;
+    if (carried_offset_ == carried_.size()) {
+      carried_ = {};
+      carried_offset_ = 0;
+    }
+  }
+  if (multishot_ && copied < into.size()) {
+    copied += multishot_->take(into.subspan(copied));
+  }
+  return copied;
+}
+
+std::vector<std::byte> socket_core::take_all_held() {
+  if (multishot_ && ring_ != nullptr) {
+    ring_->cancel_and_complete(*multishot_);  // what is still on its way is held too
+  }
+  std::vector<std::byte> bytes(carried_.begin() + static_cast<std::ptrdiff_t>(carried_offset_),
+                               carried_.end());
+  if (multishot_) {
+    const std::size_t first = bytes.size();
+    bytes.resize(first + multishot_->held_bytes());
+    (void)multishot_->take(std::span(bytes).subspan(first));
+  }
+  carried_ = {};
+  carried_offset_ = 0;
+  return bytes;
+}
+
+socket_core::ring_read socket_core::plan_ring_read() noexcept {
+  if (multishot_ && multishot_->in_flight()) {
+    return ring_read::multishot;  // armed, or ending: its completions come before any other
+  }
+  if (!use_multishot_ || multishot_refused_) {
+    return ring_read::single_shot;
+  }
+  if (multishot_ && multishot_->starved()) {
+    multishot_->clear_starved();  // this read goes without it; the next one that waits arms it
+    return ring_read::single_shot;
+  }
+  return arm_multishot() ? ring_read::multishot : ring_read::single_shot;
+}
+
+void socket_core::ring_read_completed(bool waited) noexcept {
+  if (!waited) {
+    ring_reads_waited_ = 0;
+  } else if (++ring_reads_waited_ >= 2) {
+    use_multishot_ = true;
+  }
+}
+
+bool socket_core::keep_waiting_for_multishot() noexcept {
+  if (multishot_->in_flight()) {
+    return true;
+  }
+  if (!multishot_->starved() && !multishot_->refused() && arm_multishot()) {
+    return true;
+  }
+  multishot_refused_ = multishot_refused_ || multishot_->refused();
+  multishot_->clear_starved();
+  multishot_->reader = nullptr;
+  return false;
+}
+
+// Arms the multishot receive when the thread's buffer ring has a buffer to give.
+bool socket_core::arm_multishot() noexcept {
+  event::detail::buffer_ring* buffers = ring_->provided_buffers();
+  if (buffers == nullptr || (multishot_ && multishot_->refused())) {
+    multishot_refused_ = true;
+    return false;
+  }
+  if (buffers->available() == 0) {
+    return false;
+  }
+  try {
+    if (!multishot_) {
+      multishot_ = std::make_unique<multishot_receive>(*ring_, *buffers);
+    }
+    multishot_->arm(fd_);
+  } catch (const std::exception&) {
+    return false;  // out of memory, or the ring refused the entry: a single-shot read
+  }
+  return true;
+}
+
+// On the ring's thread: cancelled, its last completions run (they hold buffers) and the held
+// buffers given back. Elsewhere (a socket destroyed on another thread) it cannot be touched:
+// shutdown() makes it complete with end of stream, and its ring's thread frees it then.
+void socket_core::end_multishot() noexcept {
+  if (!multishot_) {
+    return;
+  }
+  multishot_->reader = nullptr;
+  if (event::detail::ring::this_thread_if_set_up() == ring_) {
+    ring_->cancel_and_complete(*multishot_);
+    multishot_.reset();
+    return;
+  }
+  if (multishot_->in_flight()) {
+    ::shutdown(fd_, SHUT_RDWR);
+    multishot_.release()->orphan();
+  } else {
+    multishot_->abandon_buffers();  // the ring's, which this thread must not touch
+    multishot_.reset();
+  }
 }
 
 void socket_core::check_direction_free(event::io_events direction) const {
@@ -162,6 +279,9 @@ void socket_core::wait(io_wait& op, event::io_events direction) noexcept {
 void socket_core::unwait(io_wait& op) noexcept {
   if (reader_ == &op) {
     reader_ = nullptr;
+    if (multishot_ && multishot_->reader == &op) {
+      multishot_->reader = nullptr;
+    }
   } else if (writer_ == &op) {
     writer_ = nullptr;
   } else {
@@ -242,11 +362,11 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
     return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
+  if (adaptive_read() && core_->has_held() && attempt()) {
+    return false;  // served from what the socket holds, without waiting
+  }
   if (event::detail::ring* ring = core_->ring(); ring != nullptr) {
-    polling_ = poll_first();
-    start_ring_wait(*ring, coroutine, owner, timeout_);  // may throw: before anything queued
-    core_->wait(*this, direction_);
-    return true;
+    return suspend_on_ring(*ring, coroutine, owner);
   }
   if (!adaptive_read()) {
     if (attempt()) {
@@ -262,6 +382,44 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   start_wait(coroutine, owner, timeout_);  // may throw: before the socket knows the operation
   core_->wait(*this, direction_);
   return true;
+}
+
+// A read waits for the socket's multishot receive when it has one (or switched to one), as a
+// plain timed wait; any other operation queues its call on the ring.
+bool io_wait::suspend_on_ring(event::detail::ring& ring, std::coroutine_handle<> coroutine,
+                              dispatch::detail::branch* owner) {
+  if (adaptive_read() && core_->plan_ring_read() == socket_core::ring_read::multishot) {
+    start_wait(coroutine, owner, timeout_);  // may throw: the receive stays armed, harmlessly
+    core_->wait(*this, direction_);
+    core_->wait_for_multishot(*this);
+    return true;
+  }
+  polling_ = poll_first();
+  start_ring_wait(ring, coroutine, owner, timeout_);  // may throw: before anything queued
+  core_->wait(*this, direction_);
+  return true;
+}
+
+void io_wait::multishot_arrived() noexcept {
+  if (!begin_retry()) {
+    return;  // a cancel job is on its way
+  }
+  if (!attempt()) {
+    if (retry_failed()) {
+      if (core_->keep_waiting_for_multishot()) {
+        return;
+      }
+      try {
+        start_ring_operation(*core_->ring());  // a single-shot receive into the span
+        return;
+      } catch (const std::system_error& error) {
+        error_ = error.code();
+      }
+    } else {
+      error_ = std::make_error_code(std::errc::operation_canceled);
+    }
+  }
+  end_wait();
 }
 
 void io_wait::ready() noexcept {
@@ -288,6 +446,7 @@ void io_wait::closed() noexcept {
 // kernel answered EAGAIN.
 void io_wait::prepare(io_uring_sqe* entry) noexcept {
   if (!polling_) {
+    submitted_before_ = core_->ring()->entries();
     prepare_call(entry);
     return;
   }
@@ -311,10 +470,17 @@ bool io_wait::completed(int result) noexcept {
 #endif
     case -EINPROGRESS:  // a connect on a kernel that honours O_NONBLOCK for ring operations
       polling_ = true;
+      if (adaptive_read() && core_ != nullptr) {
+        core_->ring_read_completed(true);
+      }
       return false;
     case -EINTR:
       return false;
     default:
+      if (adaptive_read() && core_ != nullptr) {
+        // Completed in the kernel entry that submitted it: the data was there.
+        core_->ring_read_completed(core_->ring()->entries() > submitted_before_ + 1);
+      }
       return call_completed(result);
   }
 }

@@ -1,0 +1,112 @@
+#pragma once
+
+// A stream socket's multishot receive on the io_uring backend (see socket_core.h for when a
+// socket uses one): one IORING_RECV_MULTISHOT receive that stays armed across reads and takes
+// its buffers from the thread's provided buffer ring (event/detail/buffer_ring.h). What it
+// receives is held here, in arrival order, until reads copy it out.
+//
+//   held       each completion's bytes (buffer id, length, bytes consumed) wait here; a read
+//              copies them into its span and gives each buffer back once consumed. A waiting
+//              read is told of every completion (io_wait::multishot_arrived()).
+//   bounded    once kHoldBuffers buffers are held the receive is cancelled, so that a slow
+//              reader does not drain the thread's buffers: the kernel keeps the rest in the
+//              socket's receive buffer (TCP's window), and a read that finds the hold empty
+//              arms the receive again.
+//   ended      a completion without IORING_CQE_F_MORE ends the receive: end of stream (res 0)
+//              and errors are held after the bytes and reported after them; ENOBUFS (the
+//              thread's buffers ran dry: starved()) and a cancellation end it without an
+//              outcome, and the socket's next read that needs data arms it again or, when it
+//              starved, makes a single-shot call instead. EINVAL before any byte is a kernel
+//              without multishot receives (before 6.0): refused().
+//   orphaned   the socket was destroyed on a thread other than the ring's: the receive cannot
+//              be cancelled from there, so orphan() hands it to its ring's thread, where its
+//              next completion gives its buffers back and cancels it, and its last one frees it.
+//
+// Thread rules: the ring's thread only, but orphan() [any thread].
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cyan/event/detail/ring.h"
+
+namespace cyan::net::detail {
+
+class io_wait;
+
+/// A socket's multishot receive and the bytes it holds (see the top of this file).
+class multishot_receive final : public event::detail::ring_operation {
+ public:
+  /// Buffers a socket holds before its receive is cancelled: up to 64 KiB, enough to keep a
+  /// request/response socket's messages coming, few enough that the thread's 256 buffers
+  /// serve dozens of slow readers.
+  static constexpr std::size_t kHoldBuffers = 4;
+
+  multishot_receive(event::detail::ring& ring, event::detail::buffer_ring& buffers) noexcept
+      : ring_(ring), buffers_(buffers) {}
+  /// Gives the held buffers back. Not in flight (cancel_and_complete() came first).
+  ~multishot_receive();
+
+  /// Queues the receive on `fd`. Throws std::system_error when the ring refuses the entry.
+  void arm(int fd);
+
+  /// Bytes, or an end of stream or error, to report.
+  [[nodiscard]] bool has_held() const noexcept { return first_ < pieces_.size() || end_ != kNoEnd; }
+  /// Copies held bytes into `into`, in order, giving back the buffers consumed; the count.
+  [[nodiscard]] std::size_t take(std::span<std::byte> into) noexcept;
+  /// With no bytes held: the end held, 0 (end of stream, kept for the reads after) or -errno
+  /// (reported once); nullopt when none.
+  [[nodiscard]] std::optional<int> take_end() noexcept;
+  /// Bytes held.
+  [[nodiscard]] std::size_t held_bytes() const noexcept;
+
+  /// The last receive ended for want of buffers (cleared by clear_starved()).
+  [[nodiscard]] bool starved() const noexcept { return starved_; }
+  void clear_starved() noexcept { starved_ = false; }
+  /// The kernel refused a multishot receive.
+  [[nodiscard]] bool refused() const noexcept { return refused_; }
+
+  /// Forgets the held buffers without giving them back (the socket is destroyed on a thread
+  /// that must not touch its ring's buffers): the thread has that many fewer.
+  void abandon_buffers() noexcept {
+    pieces_.clear();
+    first_ = 0;
+  }
+
+  /// The read waiting for the next completion, or null.
+  io_wait* reader = nullptr;
+
+  /// Hands the receive to its ring's thread (see the top of this file). [any thread]
+  void orphan() noexcept { orphaned_.store(true, std::memory_order_release); }
+
+ private:
+  static constexpr int kNoEnd = 1;
+  struct piece {
+    std::uint16_t id;
+    std::uint32_t length;
+    std::uint32_t consumed;
+  };
+
+  void complete(int result, unsigned flags) noexcept override;
+  void ended(int result) noexcept;
+  void cancel() noexcept;
+  void complete_orphaned(int result, unsigned flags) noexcept;
+
+  event::detail::ring& ring_;
+  event::detail::buffer_ring& buffers_;
+  std::vector<piece> pieces_;  // held, oldest first from first_
+  std::size_t first_ = 0;
+  int end_ = kNoEnd;           // held end: 0 end of stream, -errno an error
+  bool received_ = false;      // a byte came since arm(): EINVAL is then not a refusal
+  bool cancelling_ = false;    // cancel() asked the kernel to end the receive
+  bool starved_ = false;
+  bool refused_ = false;
+  // Written by orphan() on any thread; read by complete() on the ring's thread.
+  // release: pairs with the acquire load in complete().
+  std::atomic<bool> orphaned_{ false };
+};
+
+}  // namespace cyan::net::detail
