@@ -24,6 +24,7 @@ void multishot_receive::arm(int fd) {
   entry->buf_group = event::detail::buffer_ring::kGroup;
   received_ = false;
   cancelling_ = false;
+  throttled_ = false;
   starved_ = false;
 }
 
@@ -91,6 +92,7 @@ void multishot_receive::complete(int result, unsigned flags) noexcept {
 }
 
 void multishot_receive::ended(int result) noexcept {
+  throttled_ = cancelling_;
   cancelling_ = false;
   switch (-result) {
     case ENOBUFS:

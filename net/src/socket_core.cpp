@@ -189,6 +189,10 @@ socket_core::ring_read socket_core::plan_ring_read() noexcept {
   if (multishot_ && multishot_->in_flight()) {
     return ring_read::multishot;  // armed, or ending: its completions come before any other
   }
+  if (multishot_ && multishot_->throttled()) {
+    use_multishot_ = false;  // it receives faster than it reads: bulk, read into the span
+    ring_reads_waited_ = 0;
+  }
   if (!use_multishot_ || multishot_refused_) {
     return ring_read::single_shot;
   }
@@ -211,7 +215,10 @@ bool socket_core::keep_waiting_for_multishot() noexcept {
   if (multishot_->in_flight()) {
     return true;
   }
-  if (!multishot_->starved() && !multishot_->refused() && arm_multishot()) {
+  if (multishot_->throttled()) {
+    use_multishot_ = false;  // as in plan_ring_read()
+    ring_reads_waited_ = 0;
+  } else if (!multishot_->starved() && !multishot_->refused() && arm_multishot()) {
     return true;
   }
   multishot_refused_ = multishot_refused_ || multishot_->refused();
@@ -446,7 +453,7 @@ void io_wait::closed() noexcept {
 // kernel answered EAGAIN.
 void io_wait::prepare(io_uring_sqe* entry) noexcept {
   if (!polling_) {
-    submitted_before_ = core_->ring()->entries();
+    submitted_before_ = core_->ring()->reaps();
     prepare_call(entry);
     return;
   }
@@ -478,8 +485,8 @@ bool io_wait::completed(int result) noexcept {
       return false;
     default:
       if (adaptive_read() && core_ != nullptr) {
-        // Completed in the kernel entry that submitted it: the data was there.
-        core_->ring_read_completed(core_->ring()->entries() > submitted_before_ + 1);
+        // Reaped right after the entry that submitted it: the data was there.
+        core_->ring_read_completed(core_->ring()->reaps() > submitted_before_ + 1);
       }
       return call_completed(result);
   }

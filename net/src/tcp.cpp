@@ -228,6 +228,10 @@ endpoint tcp_listener::local_endpoint() const {
 
 namespace detail {
 
+socket_core* core_of(const tcp_socket& socket) noexcept {
+  return socket.is_open() ? socket.core() : nullptr;
+}
+
 // On io_uring attempt() serves what the socket holds (see io_wait::suspend()); on epoll it
 // does that first too (bytes adopted with the socket), then makes the system call.
 bool read_some_op::attempt() noexcept {

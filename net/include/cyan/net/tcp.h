@@ -17,6 +17,14 @@
 
 namespace cyan::net {
 
+class tcp_socket;
+
+namespace detail {
+/// The socket's core, or null when it is not open: for tests and diagnostics (e.g.
+/// socket_core::reading_multishot()).
+[[nodiscard]] socket_core* core_of(const tcp_socket& socket) noexcept;
+}  // namespace detail
+
 /// An open descriptor that belongs to no thread: what tcp_socket::release() gives and
 /// tcp_socket::adopt() takes, to hand a connection to another handler thread. Closes the
 /// descriptor when destroyed unadopted. Move-only. [any thread]
@@ -212,6 +220,7 @@ class tcp_socket {
  private:
   friend class detail::connect_op;
   friend class detail::accept_op;
+  friend detail::socket_core* detail::core_of(const tcp_socket& socket) noexcept;
   explicit tcp_socket(std::unique_ptr<detail::socket_core> core) noexcept
       : core_(std::move(core)) {}
   [[nodiscard]] detail::socket_core* core() const noexcept { return core_.get(); }

@@ -10,8 +10,11 @@
 //              read is told of every completion (io_wait::multishot_arrived()).
 //   bounded    once kHoldBuffers buffers are held the receive is cancelled, so that a slow
 //              reader does not drain the thread's buffers: the kernel keeps the rest in the
-//              socket's receive buffer (TCP's window), and a read that finds the hold empty
-//              arms the receive again.
+//              socket's receive buffer (TCP's window). The bound is what the socket keeps
+//              once the cancellation lands: before it does, the kernel may fill a batch more
+//              buffers (a multishot receive takes what the socket has, buffer after buffer).
+//              A socket that reaches the bound receives faster than it reads (bulk transfer):
+//              it goes back to single-shot receives into the reader's span (throttled()).
 //   ended      a completion without IORING_CQE_F_MORE ends the receive: end of stream (res 0)
 //              and errors are held after the bytes and reported after them; ENOBUFS (the
 //              thread's buffers ran dry: starved()) and a cancellation end it without an
@@ -66,6 +69,9 @@ class multishot_receive final : public event::detail::ring_operation {
   /// The last receive ended for want of buffers (cleared by clear_starved()).
   [[nodiscard]] bool starved() const noexcept { return starved_; }
   void clear_starved() noexcept { starved_ = false; }
+  /// The last receive was cancelled because the hold reached its bound: the socket receives
+  /// faster than it reads (cleared by arm()).
+  [[nodiscard]] bool throttled() const noexcept { return throttled_; }
   /// The kernel refused a multishot receive.
   [[nodiscard]] bool refused() const noexcept { return refused_; }
 
@@ -102,6 +108,7 @@ class multishot_receive final : public event::detail::ring_operation {
   int end_ = kNoEnd;           // held end: 0 end of stream, -errno an error
   bool received_ = false;      // a byte came since arm(): EINVAL is then not a refusal
   bool cancelling_ = false;    // cancel() asked the kernel to end the receive
+  bool throttled_ = false;
   bool starved_ = false;
   bool refused_ = false;
   // Written by orphan() on any thread; read by complete() on the ring's thread.

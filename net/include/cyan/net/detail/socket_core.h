@@ -23,9 +23,9 @@
 // with a ring poll for the direction and is made again.
 //
 // Reads on io_uring adapt too (net/detail/multishot_receive.h). A socket's reads start as
-// single-shot receives into the caller's span (no copy). A receive that completed only in a
-// later kernel entry than the one that submitted it waited for its data (the kernel armed a
-// poll for it first: io_arm_apoll, a poll per read); once two reads in a row waited, the socket
+// single-shot receives into the caller's span (no copy). A receive that completed only after
+// the look for completions that followed its submission waited for its data (the kernel armed
+// a poll for it first: io_arm_apoll, a poll per read); once two reads in a row waited, the socket
 // switches to one multishot receive that stays armed across reads and takes buffers from the
 // thread's provided buffer ring. The bytes it receives are held by the socket, in order; a read
 // copies held bytes first and waits (for the receive's next completion) only when none are
@@ -211,6 +211,10 @@ class socket_core : noncopyable {
   /// true when it waits on (the receive goes on, or was armed again); false when it must make
   /// a single-shot receive instead (no buffers, or refused). [its thread]
   [[nodiscard]] bool keep_waiting_for_multishot() noexcept;
+  /// Bytes the multishot receive holds (for tests: the hold's bound). [its thread]
+  [[nodiscard]] std::size_t multishot_held_bytes() const noexcept {
+    return multishot_ ? multishot_->held_bytes() : 0;
+  }
   /// Whether a multishot receive is armed (for tests: a socket switched to it). [its thread]
   [[nodiscard]] bool reading_multishot() const noexcept {
     return multishot_ && multishot_->in_flight();
@@ -323,7 +327,7 @@ class io_wait : protected dispatch::detail::ring_wait {
   timeout_type timeout_;
   event::io_events direction_;
   bool polling_ = false;  // io_uring: the next call is a poll for direction_
-  std::uint64_t submitted_before_ = 0;  // io_uring: the ring's entries() when the call was queued
+  std::uint64_t submitted_before_ = 0;  // io_uring: the ring's reaps() when the call was queued
 };
 
 }  // namespace cyan::net::detail
