@@ -238,7 +238,6 @@ io_uring_sqe* ring::prepare(ring_operation& op) {
 void ring::submit_queued() {
   publish_buffers();
   for (;;) {
-    ++entries_;
     const int rc = io_uring_submit(ring_.get());
     if (rc >= 0 || (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)) {
       if (rc < 0) {
@@ -280,7 +279,6 @@ void ring::wait_until_done(ring_operation& op) noexcept {
   }
   publish_buffers();
   while (op.in_flight_) {
-    ++entries_;
     const int rc = io_uring_submit_and_wait(ring_.get(), 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
       std::fprintf(stderr, "cyan: io_uring wait for a cancelled operation failed: %s\n",
@@ -330,6 +328,7 @@ void ring::publish_buffers() noexcept {
 // Moves what completed into held_ (in completion order); an operation is no longer in flight
 // once its last completion (one without IORING_CQE_F_MORE) is there.
 std::size_t ring::reap() noexcept {
+  ++reaps_;
   io_uring_cqe* completion = nullptr;
   unsigned head = 0;
   unsigned seen = 0;
@@ -372,8 +371,7 @@ std::size_t ring::drain() noexcept {
     if (held_.empty()) {
       publish_buffers();
       if (kernel_has_work()) {
-        ++entries_;
-        const int rc = io_uring_submit_and_get_events(ring_.get());
+            const int rc = io_uring_submit_and_get_events(ring_.get());
         if (rc == -EBUSY) {
           reap();  // completions first: the submission is retried by the next drain
         }

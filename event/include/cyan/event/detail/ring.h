@@ -129,9 +129,10 @@ class ring : noncopyable {
   /// The thread's provided buffer ring, set up on first use; null when the kernel refuses one
   /// (multishot receives are then not used).
   [[nodiscard]] buffer_ring* provided_buffers() noexcept;
-  /// How many times the ring entered the kernel: a call that completed in the entry that
-  /// submitted it found its data there; one that completed later waited for it.
-  [[nodiscard]] std::uint64_t entries() const noexcept { return entries_; }
+  /// How many times the ring looked for completions: a call queued when this was n that
+  /// completed by look n + 1 (the one right after the entry that submitted it) found its data
+  /// there; one that completed later waited for it (the kernel armed a poll).
+  [[nodiscard]] std::uint64_t reaps() const noexcept { return reaps_; }
 
   /// Submits the queued entries now (the kernel takes its references to their files: a
   /// descriptor may be closed after it). Throws std::system_error when the kernel refuses.
@@ -169,7 +170,7 @@ class ring : noncopyable {
   std::unique_ptr<io> wake_;
   std::size_t in_flight_ = 0;
   std::vector<held_completion> held_;  // reaped by cancel_and_wait() for others
-  std::uint64_t entries_ = 0;          // see entries()
+  std::uint64_t reaps_ = 0;            // see reaps()
   bool buffers_tried_ = false;         // provided_buffers() tried to set them up
   std::unique_ptr<buffer_ring> buffers_;
 };
