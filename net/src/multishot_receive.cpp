@@ -11,6 +11,12 @@
 
 namespace cyan::net::detail {
 
+// Room for the bound and a kernel batch past it: a steady-state read allocates nothing.
+multishot_receive::multishot_receive(event::detail::ring& ring, event::detail::buffer_ring& buffers)
+    : ring_(ring), buffers_(buffers) {
+  pieces_.reserve(4 * kHoldBuffers);
+}
+
 multishot_receive::~multishot_receive() {
   for (std::size_t i = first_; i < pieces_.size(); ++i) {
     buffers_.give_back(pieces_[i].id);

@@ -48,8 +48,8 @@ class multishot_receive final : public event::detail::ring_operation {
   /// serve dozens of slow readers.
   static constexpr std::size_t kHoldBuffers = 4;
 
-  multishot_receive(event::detail::ring& ring, event::detail::buffer_ring& buffers) noexcept
-      : ring_(ring), buffers_(buffers) {}
+  /// Throws std::bad_alloc.
+  multishot_receive(event::detail::ring& ring, event::detail::buffer_ring& buffers);
   /// Gives the held buffers back. Not in flight (cancel_and_complete() came first).
   ~multishot_receive();
 
