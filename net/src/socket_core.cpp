@@ -186,6 +186,9 @@ std::vector<std::byte> socket_core::take_all_held() {
 }
 
 socket_core::ring_read socket_core::plan_ring_read() noexcept {
+  if (!multishot_ && !multishot_refused_) {
+    make_multishot();  // at the first read, so that switching later allocates nothing
+  }
   if (multishot_ && multishot_->in_flight()) {
     return ring_read::multishot;  // armed, or ending: its completions come before any other
   }
@@ -227,23 +230,34 @@ bool socket_core::keep_waiting_for_multishot() noexcept {
   return false;
 }
 
+// The thread's provided buffers (set up by its first stream socket's first read) and the
+// socket's receive, not armed; without buffers the socket keeps single-shot receives.
+void socket_core::make_multishot() noexcept {
+  event::detail::buffer_ring* buffers = ring_->provided_buffers();
+  if (buffers == nullptr) {
+    multishot_refused_ = true;
+    return;
+  }
+  try {
+    multishot_ = std::make_unique<multishot_receive>(*ring_, *buffers);
+  } catch (const std::bad_alloc&) {
+    // Single-shot receives until a later read makes it.
+  }
+}
+
 // Arms the multishot receive when the thread's buffer ring has a buffer to give.
 bool socket_core::arm_multishot() noexcept {
-  event::detail::buffer_ring* buffers = ring_->provided_buffers();
-  if (buffers == nullptr || (multishot_ && multishot_->refused())) {
-    multishot_refused_ = true;
+  if (!multishot_ || multishot_->refused()) {
+    multishot_refused_ = multishot_refused_ || (multishot_ && multishot_->refused());
     return false;
   }
-  if (buffers->available() == 0) {
+  if (ring_->provided_buffers()->available() == 0) {
     return false;
   }
   try {
-    if (!multishot_) {
-      multishot_ = std::make_unique<multishot_receive>(*ring_, *buffers);
-    }
     multishot_->arm(fd_);
-  } catch (const std::exception&) {
-    return false;  // out of memory, or the ring refused the entry: a single-shot read
+  } catch (const std::system_error&) {
+    return false;  // the ring refused the entry: a single-shot read
   }
   return true;
 }

@@ -239,6 +239,7 @@ class socket_core : noncopyable {
   void on_ready(event::io_events ready) noexcept;
   void update_watcher() noexcept;
   void check_thread(const char* operation) const noexcept;
+  void make_multishot() noexcept;
   [[nodiscard]] bool arm_multishot() noexcept;
   void end_multishot() noexcept;
 
@@ -250,7 +251,7 @@ class socket_core : noncopyable {
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
   cyan::detail::adaptive_attempts read_attempts_;  // see speculate_read()
-  // io_uring's multishot receive (see the top of this file): made when first armed.
+  // io_uring's multishot receive (see the top of this file): made at the first read.
   std::unique_ptr<multishot_receive> multishot_;
   std::vector<std::byte> carried_;  // bytes adopted from another socket (carry())
   std::size_t carried_offset_ = 0;  // of which already read
