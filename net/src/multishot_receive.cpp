@@ -32,6 +32,17 @@ void multishot_receive::arm(int fd) {
   cancelling_ = false;
   throttled_ = false;
   starved_ = false;
+  state_.store(kArmed, std::memory_order_relaxed);  // the socket's thread, as orphan() is then
+}
+
+bool multishot_receive::orphan() noexcept {
+  if (state_.exchange(kOrphaned, std::memory_order_acq_rel) == kArmed) {
+    return true;  // its last completion frees it
+  }
+  pieces_.clear();  // forgotten: giving them back is the ring's thread's
+  first_ = 0;
+  delete this;
+  return false;
 }
 
 std::size_t multishot_receive::take(std::span<std::byte> into) noexcept {
@@ -77,7 +88,7 @@ std::size_t multishot_receive::held_bytes() const noexcept {
 // One completion: hold its bytes, note how the receive ended, bound the hold, then tell a
 // waiting read, last: it may resume a task that destroys the socket, and this with it.
 void multishot_receive::complete(int result, unsigned flags) noexcept {
-  if (orphaned_.load(std::memory_order_acquire)) {
+  if (state_.load(std::memory_order_acquire) == kOrphaned) {
     complete_orphaned(result, flags);
     return;
   }
@@ -87,12 +98,19 @@ void multishot_receive::complete(int result, unsigned flags) noexcept {
     pieces_.push_back({ static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT),
                         static_cast<std::uint32_t>(result), 0 });
   }
-  if (!in_flight()) {
+  io_wait* const waiting = reader;
+  if (in_flight()) {
+    if (pieces_.size() - first_ >= kHoldBuffers) {
+      cancel();
+    }
+  } else {
     ended(result);
-  } else if (pieces_.size() - first_ >= kHoldBuffers) {
-    cancel();
+    if (state_.exchange(kIdle, std::memory_order_acq_rel) == kOrphaned) {
+      delete this;  // orphaned since the check above: freeing it is this thread's
+      return;
+    }
   }
-  if (io_wait* waiting = reader; waiting != nullptr) {
+  if (waiting != nullptr) {
     waiting->multishot_arrived();
   }
 }

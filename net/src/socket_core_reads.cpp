@@ -131,18 +131,14 @@ void socket_core::end_multishot() noexcept {
   if (!multishot_) {
     return;
   }
-  multishot_->reader = nullptr;
   if (event::detail::ring::this_thread_if_set_up() == ring_) {
+    multishot_->reader = nullptr;
     ring_->cancel_and_complete(*multishot_);
     multishot_.reset();
     return;
   }
-  if (multishot_->in_flight()) {
-    ::shutdown(fd_, SHUT_RDWR);
-    multishot_.release()->orphan();
-  } else {
-    multishot_->abandon_buffers();  // the ring's, which this thread must not touch
-    multishot_.reset();
+  if (multishot_.release()->orphan()) {
+    ::shutdown(fd_, SHUT_RDWR);  // its last completion: end of stream
   }
 }
 

@@ -273,6 +273,34 @@ TEST(multishot, a_socket_destroyed_with_its_receive_armed_leaves_nothing_for_a_l
   reader.get();
 }
 
+// Destroyed on the main thread, the socket cannot cancel its receive on its ring: the receive
+// is handed to the ring's thread, ended by a shutdown (the peer reads end of stream) and freed
+// there, its buffers given back.
+TEST(multishot, a_socket_destroyed_on_another_thread_hands_its_receive_to_its_ring) {
+  connected_pair pair;
+  auto accepted = co_spawn(pair.reader_thread, [&]() -> task<tcp_socket> {
+    tcp_socket s = co_await pair.listener.accept(5s);
+    co_await answer_rounds(s, kSwitchRounds, 61);
+    expect_switched(s);
+    co_return s;
+  });
+  auto peer = co_spawn(pair.peer_thread, [&]() -> task<std::size_t> {
+    tcp_socket s = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
+    co_await ask_rounds(s, kSwitchRounds, 61);
+    std::byte end[1];
+    co_return co_await s.read_some(end, 5s);
+  });
+  {
+    tcp_socket s = accepted.get();
+    EXPECT_TRUE(s.is_open());
+  }  // destroyed here, on the main thread, its receive armed
+  EXPECT_EQ(peer.get(), 0u) << "the peer reads end of stream";
+  co_spawn(pair.reader_thread, []() -> task<> {
+    co_await sleep_for(50ms);  // the receive's last completion has come
+    expect_buffers_back();
+  }).get();
+}
+
 TEST(multishot, release_and_adopt_on_another_thread_keep_the_bytes_held) {
   connected_pair pair;
   handler_thread worker;

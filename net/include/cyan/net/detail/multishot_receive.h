@@ -23,7 +23,11 @@
 //              without multishot receives (before 6.0): refused().
 //   orphaned   the socket was destroyed on a thread other than the ring's: the receive cannot
 //              be cancelled from there, so orphan() hands it to its ring's thread, where its
-//              next completion gives its buffers back and cancels it, and its last one frees it.
+//              next completion gives its buffers back and cancels it, and its last one frees it
+//              (the socket's shutdown() brings that completion about). One not armed is freed
+//              at once, the buffers it held forgotten: the thread's pool is that much smaller.
+//              A ring destroyed before that completion came (its thread finished) does not run
+//              it: the receive is then leaked, not freed under the kernel.
 //
 // Thread rules: the ring's thread only, but orphan() [any thread].
 
@@ -75,18 +79,15 @@ class multishot_receive final : public event::detail::ring_operation {
   /// The kernel refused a multishot receive.
   [[nodiscard]] bool refused() const noexcept { return refused_; }
 
-  /// Forgets the held buffers without giving them back (the socket is destroyed on a thread
-  /// that must not touch its ring's buffers): the thread has that many fewer.
-  void abandon_buffers() noexcept {
-    pieces_.clear();
-    first_ = 0;
-  }
-
   /// The read waiting for the next completion, or null.
   io_wait* reader = nullptr;
 
-  /// Hands the receive to its ring's thread (see the top of this file). [any thread]
-  void orphan() noexcept { orphaned_.store(true, std::memory_order_release); }
+  /// Gives the receive up from a thread other than its ring's (see the top of this file): true
+  /// when it is armed and its ring's thread frees it at its last completion, which the caller
+  /// must bring about (shutdown()); false when it was not, and it is freed now, its buffers
+  /// forgotten (the ring's, not this thread's to give back). Either way `this` is the
+  /// caller's no more. [any thread]
+  [[nodiscard]] bool orphan() noexcept;
 
  private:
   static constexpr int kNoEnd = 1;
@@ -95,6 +96,12 @@ class multishot_receive final : public event::detail::ring_operation {
     std::uint32_t length;
     std::uint32_t consumed;
   };
+
+  // state_: who frees the receive. kIdle: not in flight, the socket's; kArmed: in flight;
+  // kOrphaned: orphan() came while it was armed, its last completion frees it.
+  static constexpr std::uint8_t kIdle = 0;
+  static constexpr std::uint8_t kArmed = 1;
+  static constexpr std::uint8_t kOrphaned = 2;
 
   void complete(int result, unsigned flags) noexcept override;
   void ended(int result) noexcept;
@@ -111,9 +118,9 @@ class multishot_receive final : public event::detail::ring_operation {
   bool throttled_ = false;
   bool starved_ = false;
   bool refused_ = false;
-  // Written by orphan() on any thread; read by complete() on the ring's thread.
-  // release: pairs with the acquire load in complete().
-  std::atomic<bool> orphaned_{ false };
+  // Exchanged by orphan() on any thread and by the last completion on the ring's thread: the
+  // second of the two frees the receive (acq_rel on both sides: each sees the other's writes).
+  std::atomic<std::uint8_t> state_{ kIdle };
 };
 
 }  // namespace cyan::net::detail
