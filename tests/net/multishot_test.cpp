@@ -70,10 +70,15 @@ task<> answer_rounds(tcp_socket& s, int rounds, std::uint32_t seed) {
   }
 }
 
-// The peer's side: sends each round's request and reads its echo, byte-exact.
-task<> ask_rounds(tcp_socket& s, int rounds, std::uint32_t seed) {
+// The peer's side: sends each round's request and reads its echo, byte-exact. A pause before
+// each request makes sure the reader's read waits for it, whatever the load on the machine.
+task<> ask_rounds(tcp_socket& s, int rounds, std::uint32_t seed,
+                  std::chrono::milliseconds pause = 2ms) {
   std::vector<std::byte> echo(kMessage);
   for (int round = 0; round < rounds; ++round) {
+    if (pause > 0ms) {
+      co_await sleep_for(pause);
+    }
     const std::uint32_t round_seed = seed + static_cast<std::uint32_t>(round);
     co_await s.write_all(std::span<const std::byte>(pattern(round_seed, kMessage)), 5s);
     co_await s.read_exact(echo, 5s);
@@ -106,7 +111,7 @@ TEST(multishot, two_thousand_ping_pong_rounds_switch_the_reader_and_keep_every_b
   co_spawn(pair.peer_thread, [&]() -> task<> {
     tcp_socket s = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
     s.set_nodelay();
-    co_await ask_rounds(s, kRounds, 1);
+    co_await ask_rounds(s, kRounds, 1, 0ms);  // request/response as fast as it goes
   }).get();
   (void)reader.get();
 }
