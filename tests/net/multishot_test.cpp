@@ -332,6 +332,7 @@ TEST(multishot, release_and_adopt_on_another_thread_keep_the_bytes_held) {
   co_spawn(pair.peer_thread, [&]() -> task<> {
     tcp_socket s = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
     co_await ask_rounds(s, kSwitchRounds, 41);
+    co_await sleep_for(20ms);  // the reader checks the switch before the end ends its receive
     for (std::size_t at = 0; at < kSent; at += 1000) {
       co_await s.write_all(std::span<const std::byte>(pattern(42, 1000, at)), 5s);
     }
@@ -369,6 +370,7 @@ TEST(multishot, a_peer_that_closes_after_sending_gives_the_bytes_then_end_of_str
   co_spawn(pair.peer_thread, [&]() -> task<> {
     tcp_socket s = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
     co_await ask_rounds(s, kSwitchRounds, 51);
+    co_await sleep_for(20ms);  // the reader checks the switch before the end ends its receive
     co_await s.write_all(std::span<const std::byte>(pattern(52, kSent)), 5s);
   }).get();  // the socket closes here
   const std::vector<std::byte> bytes = reader.get();
