@@ -30,8 +30,9 @@
 // thread's provided buffer ring. The bytes it receives are held by the socket, in order; a read
 // copies held bytes first and waits (for the receive's next completion) only when none are
 // held, so a timeout or a stop request just ends the wait and the bytes that come later are the
-// next read's. The hold is bounded (multishot_receive::kHoldBuffers): beyond it the receive is
-// cancelled, and the next read that finds the hold empty arms it again; a receive that ended
+// next read's. The hold is bounded (multishot_receive::kHoldBuffers): at the bound the receive
+// is cancelled and the socket goes back to single-shot receives (it receives faster than it
+// reads: a bulk transfer), switching again once its reads wait again; a receive that ended
 // (no IORING_CQE_F_MORE) is armed again by the next read that needs data, at once for a read
 // waiting; when the thread's buffers ran dry (ENOBUFS) that read makes a single-shot receive
 // into its span instead, and a kernel that refuses multishot receives (before 6.0) keeps the
