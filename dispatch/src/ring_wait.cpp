@@ -34,6 +34,11 @@ void ring_wait::start_ring_wait(event::detail::ring& ring, std::coroutine_handle
   ring_ = &ring;
 }
 
+void ring_wait::start_ring_operation(event::detail::ring& ring) {
+  prepare(ring.prepare(*this));
+  ring_ = &ring;
+}
+
 void ring_wait::interrupt(std::error_code why) noexcept {
   interrupt_operation(*this, why);
 }

@@ -186,6 +186,7 @@ ring::ring(std::shared_ptr<loop> owner) : ring_(std::make_unique<io_uring>()) {
     [[maybe_unused]] const ssize_t n = ::read(fd, &count, sizeof count);
   });
   wake_->start();
+  held_.reserve(kReapBatch);  // one reap's worth: a steady-state drain allocates nothing
 }
 
 // Operations still in flight belong to frames that are going away with the thread (see
@@ -206,7 +207,7 @@ ring::~ring() {
       unsigned seen = 0;
       io_uring_for_each_cqe(ring_.get(), head, completion) {
         ++seen;
-        if (completion->user_data != kCancelTag) {
+        if (completion->user_data != kCancelTag && (completion->flags & IORING_CQE_F_MORE) == 0) {
           --in_flight_;
         }
       }
@@ -236,6 +237,7 @@ io_uring_sqe* ring::prepare(ring_operation& op) {
 }
 
 void ring::submit_queued() {
+  publish_buffers();
   for (;;) {
     const int rc = io_uring_submit(ring_.get());
     if (rc >= 0 || (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)) {
@@ -266,37 +268,68 @@ void ring::cancel(ring_operation& op) {
   io_uring_sqe_set_data64(entry, kCancelTag);
 }
 
-void ring::cancel_and_wait(ring_operation& op) noexcept {
-  if (op.in_flight_) {
-    try {
-      cancel(op);
-    } catch (...) {
-      // The submission failed: the operation's completion comes when it ends by itself.
-    }
-    while (op.in_flight_) {
-      const int rc = io_uring_submit_and_wait(ring_.get(), 1);
-      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
-        std::fprintf(stderr, "cyan: io_uring wait for a cancelled operation failed: %s\n",
-                     std::strerror(-rc));
-        std::abort();  // returning would let the kernel write into freed memory
-      }
-      reap();
-    }
+// Blocks until `op`'s last completion is reaped (held in held_).
+void ring::wait_until_done(ring_operation& op) noexcept {
+  if (!op.in_flight_) {
+    return;
   }
-  if (op.held_) {
-    op.held_ = false;
-    for (held_completion& held : held_) {
-      if (held.op == &op) {
-        held.op = nullptr;  // reaped, not run: it must not run now
-        break;
-      }
+  try {
+    cancel(op);
+  } catch (...) {
+    // The submission failed: the operation's completion comes when it ends by itself.
+  }
+  publish_buffers();
+  while (op.in_flight_) {
+    const int rc = io_uring_submit_and_wait(ring_.get(), 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
+      std::fprintf(stderr, "cyan: io_uring wait for a cancelled operation failed: %s\n",
+                   std::strerror(-rc));
+      std::abort();  // returning would let the kernel write into freed memory
+    }
+    reap();
+  }
+}
+
+void ring::cancel_and_wait(ring_operation& op) noexcept {
+  wait_until_done(op);
+  for (std::size_t i = 0; op.held_ > 0 && i < held_.size(); ++i) {
+    if (held_[i].op == &op) {
+      held_[i].op = nullptr;  // reaped, not run: it must not run now
+      --op.held_;
     }
   }
 }
 
+void ring::cancel_and_complete(ring_operation& op) noexcept {
+  wait_until_done(op);
+  for (std::size_t i = 0; op.held_ > 0 && i < held_.size(); ++i) {
+    if (held_[i].op == &op) {
+      const held_completion held = held_[i];
+      held_[i].op = nullptr;
+      --op.held_;
+      op.complete(held.result, held.flags);
+    }
+  }
+}
+
+buffer_ring* ring::provided_buffers() noexcept {
+  if (!buffers_tried_) {
+    buffers_tried_ = true;
+    buffers_ = buffer_ring::set_up(*ring_);
+  }
+  return buffers_.get();
+}
+
+void ring::publish_buffers() noexcept {
+  if (buffers_ != nullptr) {
+    buffers_->publish();
+  }
+}
+
 // Moves what completed into held_ (in completion order); an operation is no longer in flight
-// once its completion is there.
+// once its last completion (one without IORING_CQE_F_MORE) is there.
 std::size_t ring::reap() noexcept {
+  ++reaps_;
   io_uring_cqe* completion = nullptr;
   unsigned head = 0;
   unsigned seen = 0;
@@ -306,9 +339,11 @@ std::size_t ring::reap() noexcept {
       continue;
     }
     auto* op = static_cast<ring_operation*>(io_uring_cqe_get_data(completion));
-    op->in_flight_ = false;
-    op->held_ = true;
-    --in_flight_;
+    if ((completion->flags & IORING_CQE_F_MORE) == 0) {
+      op->in_flight_ = false;  // a multishot operation's last completion, or a single one's
+      --in_flight_;
+    }
+    ++op->held_;
     held_.push_back({ op, completion->res, completion->flags });
     if (seen == kReapBatch) {
       break;
@@ -335,8 +370,9 @@ std::size_t ring::drain() noexcept {
   std::size_t ran = 0;
   while (ran < kDrainBudget) {
     if (held_.empty()) {
+      publish_buffers();
       if (kernel_has_work()) {
-        const int rc = io_uring_submit_and_get_events(ring_.get());
+            const int rc = io_uring_submit_and_get_events(ring_.get());
         if (rc == -EBUSY) {
           reap();  // completions first: the submission is retried by the next drain
         }
@@ -349,7 +385,7 @@ std::size_t ring::drain() noexcept {
       const held_completion held = held_[i];  // complete() may grow held_
       if (held.op != nullptr) {
         held_[i].op = nullptr;
-        held.op->held_ = false;
+        --held.op->held_;
         held.op->complete(held.result, held.flags);
         ++ran;
       }

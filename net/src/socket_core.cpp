@@ -115,7 +115,7 @@ void socket_core::close() noexcept {
   for (io_wait* op : { std::exchange(reader_, nullptr), std::exchange(writer_, nullptr) }) {
     if (op != nullptr) {
       op->core_ = nullptr;
-      if (ring_ != nullptr) {
+      if (op->on_ring()) {
         op->interrupt(std::make_error_code(std::errc::operation_canceled));
         interrupted = true;
       } else {
@@ -132,6 +132,7 @@ void socket_core::close() noexcept {
       // Refused: those calls fail with the kernel's error, reported as operation_canceled.
     }
   }
+  end_multishot();
   ::close(fd_);
   fd_ = -1;
 }
@@ -143,75 +144,8 @@ int socket_core::release() {
   if (watcher_) {
     watcher_->stop();
   }
+  end_multishot();
   return std::exchange(fd_, -1);
-}
-
-void socket_core::check_direction_free(event::io_events direction) const {
-  const bool read = direction == event::io_events::read;
-  if ((read ? reader_ : writer_) != nullptr) {
-    throw std::logic_error(read ? "cyan::net: a second read (or accept) while one is pending"
-                                : "cyan::net: a second write (or connect) while one is pending");
-  }
-}
-
-void socket_core::wait(io_wait& op, event::io_events direction) noexcept {
-  (direction == event::io_events::read ? reader_ : writer_) = &op;
-  update_watcher();
-}
-
-void socket_core::unwait(io_wait& op) noexcept {
-  if (reader_ == &op) {
-    reader_ = nullptr;
-  } else if (writer_ == &op) {
-    writer_ = nullptr;
-  } else {
-    return;
-  }
-  update_watcher();
-}
-
-// The watcher runs only while someone waits, for the directions they wait in.
-void socket_core::update_watcher() noexcept {
-  if (!watcher_) {
-    return;  // the io_uring backend: nothing to watch
-  }
-  const event::io_events wanted = (reader_ != nullptr ? event::io::read : event::io_events::none) |
-                                  (writer_ != nullptr ? event::io::write : event::io_events::none);
-  if (wanted == event::io_events::none) {
-    watcher_->stop();
-    return;
-  }
-  if (watcher_->interest() != wanted) {
-    watcher_->set_events(wanted);  // restarts an active watcher; never throws for these bits
-  }
-  watcher_->start();
-}
-
-// Resuming a waiter may end the socket: its task may destroy it, or finish something that
-// another thread then destroys it after. So nothing of the core is touched after the last
-// resumption; only when both directions are ready does destroyed_ tell whether the writer
-// is still there.
-void socket_core::on_ready(event::io_events ready) noexcept {
-  io_wait* const reader = event::has(ready, event::io::read) ? reader_ : nullptr;
-  io_wait* const writer = event::has(ready, event::io::write) ? writer_ : nullptr;
-  if (reader == nullptr || writer == nullptr) {
-    if (reader != nullptr) {
-      reader->ready();
-    } else if (writer != nullptr) {
-      writer->ready();
-    }
-    return;
-  }
-  bool destroyed = false;
-  destroyed_ = &destroyed;
-  reader->ready();
-  if (destroyed) {
-    return;
-  }
-  destroyed_ = nullptr;
-  if (writer_ == writer) {
-    writer->ready();
-  }
 }
 
 // ---- io_wait ----
@@ -242,11 +176,11 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
     return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
+  if (adaptive_read() && core_->has_held() && attempt()) {
+    return false;  // served from what the socket holds, without waiting
+  }
   if (event::detail::ring* ring = core_->ring(); ring != nullptr) {
-    polling_ = poll_first();
-    start_ring_wait(*ring, coroutine, owner, timeout_);  // may throw: before anything queued
-    core_->wait(*this, direction_);
-    return true;
+    return suspend_on_ring(*ring, coroutine, owner);
   }
   if (!adaptive_read()) {
     if (attempt()) {
@@ -262,6 +196,44 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   start_wait(coroutine, owner, timeout_);  // may throw: before the socket knows the operation
   core_->wait(*this, direction_);
   return true;
+}
+
+// A read waits for the socket's multishot receive when it has one (or switched to one), as a
+// plain timed wait; any other operation queues its call on the ring.
+bool io_wait::suspend_on_ring(event::detail::ring& ring, std::coroutine_handle<> coroutine,
+                              dispatch::detail::branch* owner) {
+  if (adaptive_read() && core_->plan_ring_read() == socket_core::ring_read::multishot) {
+    start_wait(coroutine, owner, timeout_);  // may throw: the receive stays armed, harmlessly
+    core_->wait(*this, direction_);
+    core_->wait_for_multishot(*this);
+    return true;
+  }
+  polling_ = poll_first();
+  start_ring_wait(ring, coroutine, owner, timeout_);  // may throw: before anything queued
+  core_->wait(*this, direction_);
+  return true;
+}
+
+void io_wait::multishot_arrived() noexcept {
+  if (!begin_retry()) {
+    return;  // a cancel job is on its way
+  }
+  if (!attempt()) {
+    if (retry_failed()) {
+      if (core_->keep_waiting_for_multishot()) {
+        return;
+      }
+      try {
+        start_ring_operation(*core_->ring());  // a single-shot receive into the span
+        return;
+      } catch (const std::system_error& error) {
+        error_ = error.code();
+      }
+    } else {
+      error_ = std::make_error_code(std::errc::operation_canceled);
+    }
+  }
+  end_wait();
 }
 
 void io_wait::ready() noexcept {
@@ -288,6 +260,7 @@ void io_wait::closed() noexcept {
 // kernel answered EAGAIN.
 void io_wait::prepare(io_uring_sqe* entry) noexcept {
   if (!polling_) {
+    submitted_before_ = core_->ring()->reaps();
     prepare_call(entry);
     return;
   }
@@ -311,10 +284,17 @@ bool io_wait::completed(int result) noexcept {
 #endif
     case -EINPROGRESS:  // a connect on a kernel that honours O_NONBLOCK for ring operations
       polling_ = true;
+      if (adaptive_read() && core_ != nullptr) {
+        core_->ring_read_completed(true);
+      }
       return false;
     case -EINTR:
       return false;
     default:
+      if (adaptive_read() && core_ != nullptr) {
+        // Reaped right after the entry that submitted it: the data was there.
+        core_->ring_read_completed(core_->ring()->reaps() > submitted_before_ + 1);
+      }
       return call_completed(result);
   }
 }

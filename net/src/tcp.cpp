@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "cyan/dispatch/sleep.h"
 
@@ -59,6 +61,7 @@ socket_handle& socket_handle::operator=(socket_handle&& other) noexcept {
       ::close(fd_);
     }
     fd_ = std::exchange(other.fd_, -1);
+    held_ = std::move(other.held_);
   }
   return *this;
 }
@@ -91,7 +94,10 @@ tcp_socket tcp_socket::adopt(socket_handle handle) {
   if (flags < 0 || ::fcntl(handle.native_handle(), F_SETFL, flags | O_NONBLOCK) != 0) {
     throw_errno("cyan::net::tcp_socket::adopt");
   }
-  return tcp_socket(std::make_unique<detail::socket_core>(handle.release()));
+  std::vector<std::byte> held = std::move(handle.held_);
+  auto core = std::make_unique<detail::socket_core>(handle.release());
+  core->carry(std::move(held));
+  return tcp_socket(std::move(core));
 }
 
 socket_handle tcp_socket::release() {
@@ -99,7 +105,12 @@ socket_handle tcp_socket::release() {
     return {};
   }
   core_->check_owner("release()");
+  if (core_->has_waiters()) {
+    throw std::logic_error("cyan::net: release() of a socket with a pending operation");
+  }
+  std::vector<std::byte> held = core_->take_all_held();
   socket_handle handle(core_->release());
+  handle.held_ = std::move(held);
   core_.reset();
   return handle;
 }
@@ -217,7 +228,25 @@ endpoint tcp_listener::local_endpoint() const {
 
 namespace detail {
 
+socket_core* core_of(const tcp_socket& socket) noexcept {
+  return socket.is_open() ? socket.core() : nullptr;
+}
+
+// On io_uring attempt() serves what the socket holds (see io_wait::suspend()); on epoll it
+// does that first too (bytes adopted with the socket), then makes the system call.
 bool read_some_op::attempt() noexcept {
+  if (core_->has_held()) {
+    done_ = core_->take_held(buffer_);
+    if (done_ == 0 && !buffer_.empty()) {
+      if (const std::optional<int> end = core_->take_held_end(); end && *end < 0) {
+        error_ = { -*end, std::generic_category() };
+      }
+    }
+    return true;
+  }
+  if (core_->ring() != nullptr) {
+    return false;  // nothing held: wait for the multishot receive
+  }
   const long n =
       io_call([&] { return ::recv(core_->fd(), buffer_.data(), buffer_.size(), 0); }, error_);
   if (n == kWouldBlock) {
@@ -241,6 +270,17 @@ bool read_some_op::call_completed(int result) noexcept {
 }
 
 bool read_exact_op::attempt() noexcept {
+  done_ += core_->take_held(buffer_.subspan(done_));
+  if (done_ < buffer_.size()) {
+    if (const std::optional<int> end = core_->take_held_end()) {
+      error_ = *end < 0 ? std::error_code(-*end, std::generic_category())
+                        : make_error_code(error::end_of_stream);
+      return true;
+    }
+    if (core_->ring() != nullptr) {
+      return false;  // wait for the multishot receive
+    }
+  }
   while (done_ < buffer_.size()) {
     const std::span<std::byte> rest = buffer_.subspan(done_);
     const long n =

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "cyan/dispatch/task.h"
 #include "cyan/net/buffer.h"
@@ -15,25 +17,44 @@
 
 namespace cyan::net {
 
+class tcp_socket;
+
+namespace detail {
+/// The socket's core, or null when it is not open: for tests and diagnostics (e.g.
+/// socket_core::reading_multishot()).
+[[nodiscard]] socket_core* core_of(const tcp_socket& socket) noexcept;
+}  // namespace detail
+
 /// An open descriptor that belongs to no thread: what tcp_socket::release() gives and
 /// tcp_socket::adopt() takes, to hand a connection to another handler thread. Closes the
 /// descriptor when destroyed unadopted. Move-only. [any thread]
+///
+/// It also carries the bytes the socket had received but not yet read (on io_uring a socket
+/// may hold some, see tcp_socket::release()): the adopting socket's reads return them first.
+/// release() of the handle (the bare descriptor) drops them.
 class socket_handle {
  public:
   socket_handle() noexcept = default;
   /// Takes ownership of `fd`.
   explicit socket_handle(int fd) noexcept : fd_(fd) {}
-  socket_handle(socket_handle&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  socket_handle(socket_handle&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), held_(std::move(other.held_)) {}
   socket_handle& operator=(socket_handle&& other) noexcept;
   ~socket_handle();
 
   [[nodiscard]] int native_handle() const noexcept { return fd_; }
   [[nodiscard]] explicit operator bool() const noexcept { return fd_ >= 0; }
-  /// Gives the descriptor up: the caller closes it.
-  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
+  /// Gives the descriptor up: the caller closes it. Bytes carried for adopt() are dropped.
+  [[nodiscard]] int release() noexcept {
+    held_.clear();
+    return std::exchange(fd_, -1);
+  }
 
  private:
+  friend class tcp_socket;
+
   int fd_ = -1;
+  std::vector<std::byte> held_;  // received, not yet read: adopt() serves them first
 };
 
 /// A connected stream socket: TCP over IPv4 or IPv6, or Unix-domain (a `unix:` endpoint).
@@ -91,8 +112,11 @@ class tcp_socket {
   [[nodiscard]] static tcp_socket adopt(socket_handle handle);
 
   /// Gives the descriptor up (the socket is closed afterwards, without closing it), for
-  /// adopt() on another thread. Throws std::logic_error while an operation is pending: finish
-  /// or cancel them first. [the socket's thread]
+  /// adopt() on another thread. Bytes already received but not yet read (held by a socket
+  /// reading through a multishot receive on io_uring) go with the handle, and the adopting
+  /// socket's reads return them first: release() ends that receive and waits for its end, so
+  /// nothing it received is lost. Throws std::logic_error while an operation is pending:
+  /// finish or cancel them first. [the socket's thread]
   [[nodiscard]] socket_handle release();
 
   /// `co_await s.read_some(buf[, limit])`: reads what is there, up to buf.size() bytes, waiting
@@ -196,6 +220,7 @@ class tcp_socket {
  private:
   friend class detail::connect_op;
   friend class detail::accept_op;
+  friend detail::socket_core* detail::core_of(const tcp_socket& socket) noexcept;
   explicit tcp_socket(std::unique_ptr<detail::socket_core> core) noexcept
       : core_(std::move(core)) {}
   [[nodiscard]] detail::socket_core* core() const noexcept { return core_.get(); }

@@ -8,7 +8,8 @@
 // that completion resumes the coroutine. In phases:
 //   start        start_ring_wait(): the wait starts (deadline, stop token), then the operation's
 //                first step is queued on the ring (prepare()); it is submitted by the thread's
-//                next drain.
+//                next drain. A wait that started without the ring may go to it later
+//                (start_ring_operation()); until then it ends as a plain timed_wait.
 //   completed    the completion runs completed(): the operation is over (its result, or error_
 //                set), or it queued its next step (a partial write goes on);
 //   interrupted  the deadline, a stop request or interrupt() (a socket's close()): the kernel is
@@ -47,6 +48,12 @@ class ring_wait : protected timed_wait, public event::detail::ring_operation {
   /// operation started.
   void start_ring_wait(event::detail::ring& ring, std::coroutine_handle<> coroutine, branch* owner,
                        timeout_type timeout);
+  /// Queues the operation's first step on `ring` for a wait that started without the ring (a
+  /// socket's read waiting for its multishot receive, which ended): from here on it ends as a
+  /// ring wait. Throws std::system_error when the ring refuses the entry (nothing queued).
+  void start_ring_operation(event::detail::ring& ring);
+  /// Whether the operation went to the ring (start_ring_wait() or start_ring_operation()).
+  [[nodiscard]] bool on_ring() const noexcept { return ring_ != nullptr; }
   /// The interrupted end for a reason of the derived wait's (a socket closed): `why` unless the
   /// completion says otherwise. Does nothing when the operation is not in flight.
   void interrupt(std::error_code why) noexcept;

@@ -28,6 +28,16 @@
 // freed. Completions that cancel_and_wait() reaps for other operations are held and run by the
 // next drain().
 //
+// Multishot operations (a receive queued with IORING_RECV_MULTISHOT) complete many times: a
+// completion with IORING_CQE_F_MORE leaves the operation in flight, and only the one without
+// it ends it; complete() runs once per completion. cancel_and_complete() ends such an
+// operation and runs its completions at once instead of dropping them (they carry buffers of
+// the provided buffer ring, which must go back to it).
+//
+// Provided buffers. provided_buffers() sets up, on first use, the thread's provided buffer
+// ring (event/detail/buffer_ring.h) that multishot receives take their buffers from; it goes
+// with the ring. Buffers given back are published before each time the ring enters the kernel.
+//
 // Backends. CYAN_NET_BACKEND=epoll|io_uring|auto (default auto) chooses, once per process:
 // auto uses a ring where one can be set up and the epoll readiness path silently where not
 // (seccomp's EPERM in containers, kernel.io_uring_disabled, an old kernel); io_uring makes the
@@ -41,6 +51,7 @@
 #include <vector>
 
 #include "cyan/common/noncopyable.h"
+#include "cyan/event/detail/buffer_ring.h"
 
 struct io_uring;
 struct io_uring_sqe;
@@ -67,7 +78,8 @@ class ring_operation {
 
   /// The kernel finished the operation: `result` is the completion's res (a count, or -errno),
   /// `flags` its flags. Runs in ring::drain() on the ring's thread; may queue entries (the
-  /// operation's next step, others' steps) and resume coroutines. in_flight() is false here.
+  /// operation's next step, others' steps) and resume coroutines. in_flight() is false here,
+  /// unless `flags` has IORING_CQE_F_MORE (a multishot operation goes on).
   virtual void complete(int result, unsigned flags) noexcept = 0;
 
  protected:
@@ -79,7 +91,7 @@ class ring_operation {
  private:
   friend class ring;
   bool in_flight_ = false;
-  bool held_ = false;  // reaped, its completion waiting in ring::held_ to run
+  unsigned held_ = 0;  // its completions reaped, waiting in ring::held_ to run
 };
 
 /// The calling thread's io_uring (see the top of this file). Every member is the ring's
@@ -110,6 +122,17 @@ class ring : noncopyable {
   /// the other completions it reaps for the next drain(). Does nothing when `op` is not in
   /// flight.
   void cancel_and_wait(ring_operation& op) noexcept;
+  /// cancel_and_wait() that runs `op`'s completions (held ones first, in order) instead of
+  /// dropping them: for a multishot operation whose completions carry provided buffers.
+  void cancel_and_complete(ring_operation& op) noexcept;
+
+  /// The thread's provided buffer ring, set up on first use; null when the kernel refuses one
+  /// (multishot receives are then not used).
+  [[nodiscard]] buffer_ring* provided_buffers() noexcept;
+  /// How many times the ring looked for completions: a call queued when this was n that
+  /// completed by look n + 1 (the one right after the entry that submitted it) found its data
+  /// there; one that completed later waited for it (the kernel armed a poll).
+  [[nodiscard]] std::uint64_t reaps() const noexcept { return reaps_; }
 
   /// Submits the queued entries now (the kernel takes its references to their files: a
   /// descriptor may be closed after it). Throws std::system_error when the kernel refuses.
@@ -137,6 +160,8 @@ class ring : noncopyable {
   explicit ring(std::shared_ptr<loop> owner);
   void submit_queued();
   std::size_t reap() noexcept;
+  void wait_until_done(ring_operation& op) noexcept;
+  void publish_buffers() noexcept;
   [[nodiscard]] bool kernel_has_work() const noexcept;
 
   std::unique_ptr<io_uring> ring_;
@@ -145,6 +170,9 @@ class ring : noncopyable {
   std::unique_ptr<io> wake_;
   std::size_t in_flight_ = 0;
   std::vector<held_completion> held_;  // reaped by cancel_and_wait() for others
+  std::uint64_t reaps_ = 0;            // see reaps()
+  bool buffers_tried_ = false;         // provided_buffers() tried to set them up
+  std::unique_ptr<buffer_ring> buffers_;
 };
 
 }  // namespace cyan::event::detail

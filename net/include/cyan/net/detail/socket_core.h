@@ -22,6 +22,25 @@
 // kernel answers with EAGAIN (O_NONBLOCK on kernels that honour it for ring operations) waits
 // with a ring poll for the direction and is made again.
 //
+// Reads on io_uring adapt too (net/detail/multishot_receive.h). A socket's reads start as
+// single-shot receives into the caller's span (no copy). A receive that completed only after
+// the look for completions that followed its submission waited for its data (the kernel armed
+// a poll for it first: io_arm_apoll, a poll per read); once two reads in a row waited, the socket
+// switches to one multishot receive that stays armed across reads and takes buffers from the
+// thread's provided buffer ring. The bytes it receives are held by the socket, in order; a read
+// copies held bytes first and waits (for the receive's next completion) only when none are
+// held, so a timeout or a stop request just ends the wait and the bytes that come later are the
+// next read's. The hold is bounded (multishot_receive::kHoldBuffers): at the bound the receive
+// is cancelled and the socket goes back to single-shot receives (it receives faster than it
+// reads: a bulk transfer), switching again once its reads wait again; a receive that ended
+// (no IORING_CQE_F_MORE) is armed again by the next read that needs data, at once for a read
+// waiting; when the thread's buffers ran dry (ENOBUFS) that read makes a single-shot receive
+// into its span instead, and a kernel that refuses multishot receives (before 6.0) keeps the
+// socket on single-shot receives. A socket whose reads find data at once (bulk transfer) never
+// switches. close() ends the receive (cancel and wait, on the socket's thread) and gives the
+// held buffers back; release() ends it and hands what is held to the socket_handle, which
+// adopt() gives to the next socket.
+//
 // On the epoll backend, the wait is a dispatch::detail::timed_wait (its phases and ends are
 // listed in cyan/dispatch/detail/timed_wait.h): timed out is its expiry (std::errc::timed_out), a
 // stop request its cancellation (operation_canceled), and the thread's finish ends it and drops the
@@ -40,9 +59,13 @@
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <system_error>
+#include <vector>
 
 #include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/common/noncopyable.h"
@@ -52,6 +75,7 @@
 #include "cyan/event/io.h"
 #include "cyan/event/loop.h"
 #include "cyan/event/timer_wheel.h"
+#include "cyan/net/detail/multishot_receive.h"
 #include "cyan/net/endpoint.h"
 #include "cyan/net/error.h"
 
@@ -149,8 +173,53 @@ class socket_core : noncopyable {
   void close() noexcept;
 
   /// Gives the descriptor up without closing it. Throws std::logic_error while an operation is
-  /// pending.
+  /// pending. Ends a multishot receive; call take_all_held() first to keep what it held.
   [[nodiscard]] int release();
+
+  /// Whether bytes (or a received end of stream or error) wait to be read: a multishot
+  /// receive's, or those adopted with carry(). [its thread]
+  [[nodiscard]] bool has_held() const noexcept {
+    return carried_offset_ < carried_.size() || (multishot_ && multishot_->has_held());
+  }
+  /// Copies held bytes into `into`, in order; the count. [its thread]
+  [[nodiscard]] std::size_t take_held(std::span<std::byte> into) noexcept;
+  /// With no bytes held, the received end: 0 for end of stream, -errno; nullopt when none.
+  [[nodiscard]] std::optional<int> take_held_end() noexcept {
+    return carried_offset_ < carried_.size() || !multishot_ ? std::nullopt
+                                                             : multishot_->take_end();
+  }
+  /// Ends a multishot receive (cancelled, and waited for) and returns every byte held, for
+  /// release(). A held end or error is not kept: the kernel reports it again. [its thread]
+  [[nodiscard]] std::vector<std::byte> take_all_held();
+  /// Bytes to serve before any received (from take_all_held() on another socket).
+  void carry(std::vector<std::byte> bytes) noexcept {
+    carried_ = std::move(bytes);
+    carried_offset_ = 0;
+  }
+
+  /// How a read that found nothing held gets its bytes on io_uring.
+  enum class ring_read {
+    single_shot,  // a receive into the caller's span
+    multishot,    // the multishot receive's next completion (armed now if it was not)
+  };
+  /// Chooses for a read that needs data (see the top of this file). [its thread]
+  [[nodiscard]] ring_read plan_ring_read() noexcept;
+  /// Records whether a single-shot receive waited for its data. [its thread]
+  void ring_read_completed(bool waited) noexcept;
+  /// Makes `reader` (registered with wait()) the one the multishot receive tells.
+  void wait_for_multishot(io_wait& reader) noexcept { multishot_->reader = &reader; }
+  /// For a read waiting for the multishot receive that still needs data after a completion:
+  /// true when it waits on (the receive goes on, or was armed again); false when it must make
+  /// a single-shot receive instead (no buffers, or refused). [its thread]
+  [[nodiscard]] bool keep_waiting_for_multishot() noexcept;
+  /// Bytes the multishot receive holds (for tests: the hold's bound). [its thread]
+  [[nodiscard]] std::size_t multishot_held_bytes() const noexcept {
+    return multishot_ ? multishot_->held_bytes() : 0;
+  }
+  /// Whether a multishot receive is armed (for tests: a socket switched to it). [its thread]
+  [[nodiscard]] bool reading_multishot() const noexcept {
+    return multishot_ && multishot_->in_flight();
+  }
 
   /// Registers `op` as the socket's reader (event::io_events::read) or writer and starts the
   /// watcher for it (epoll backend). That direction has no operation (check_direction_free() came
@@ -171,6 +240,9 @@ class socket_core : noncopyable {
   void on_ready(event::io_events ready) noexcept;
   void update_watcher() noexcept;
   void check_thread(const char* operation) const noexcept;
+  void make_multishot() noexcept;
+  [[nodiscard]] bool arm_multishot() noexcept;
+  void end_multishot() noexcept;
 
   int fd_;
   std::shared_ptr<event::loop> loop_;    // null until attached
@@ -180,6 +252,13 @@ class socket_core : noncopyable {
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
   cyan::detail::adaptive_attempts read_attempts_;  // see speculate_read()
+  // io_uring's multishot receive (see the top of this file): made at the first read.
+  std::unique_ptr<multishot_receive> multishot_;
+  std::vector<std::byte> carried_;  // bytes adopted from another socket (carry())
+  std::size_t carried_offset_ = 0;  // of which already read
+  std::uint8_t ring_reads_waited_ = 0;  // single-shot receives in a row that waited
+  bool use_multishot_ = false;      // the reads keep waiting: read through a multishot receive
+  bool multishot_refused_ = false;  // no provided buffers, or a kernel before 6.0
 };
 
 /// The part every socket awaiter shares: on epoll, try first, wait for readiness on EAGAIN; on
@@ -232,8 +311,15 @@ class io_wait : protected dispatch::detail::ring_wait {
  private:
   friend class socket_core;
 
+  friend class multishot_receive;
+
   static void withdraw_from_socket(timed_wait& wait) noexcept;
   bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
+  bool suspend_on_ring(event::detail::ring& ring, std::coroutine_handle<> coroutine,
+                       dispatch::detail::branch* owner);
+  /// A completion of the multishot receive this read waits for: serve it, wait on, or make a
+  /// single-shot receive. Touches nothing after the wait ends (the task may end the socket).
+  void multishot_arrived() noexcept;
   void ready() noexcept;
   void closed() noexcept;
   // ring_wait
@@ -243,6 +329,7 @@ class io_wait : protected dispatch::detail::ring_wait {
   timeout_type timeout_;
   event::io_events direction_;
   bool polling_ = false;  // io_uring: the next call is a poll for direction_
+  std::uint64_t submitted_before_ = 0;  // io_uring: the ring's reaps() when the call was queued
 };
 
 }  // namespace cyan::net::detail
