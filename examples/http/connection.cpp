@@ -14,9 +14,6 @@ namespace {
 // Output is written once this much has gathered, before the rest of the input is parsed: what
 // bounds a connection's output buffer when a client pipelines many requests at once.
 constexpr std::size_t kFlushBytes = 64 * 1024;
-// A connection lets the thread's other work run after this many reads: its reads may all find
-// data at once (a client that pipelines without pause) and never give the loop a turn.
-constexpr unsigned kReadsBeforeYield = 32;
 // The interim answer to "Expect: 100-continue": send the body.
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -100,9 +97,6 @@ dispatch::task<> connection::exchange() {
   for (;;) {
     if (!parser_.in_request() && server_.draining()) {
       co_return;
-    }
-    if (++reads_ % kReadsBeforeYield == 0) {
-      co_await dispatch::yield();
     }
     std::optional<net::tcp_server::idle_guard> idle;
     if (!parser_.in_request()) {

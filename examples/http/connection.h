@@ -86,7 +86,6 @@ class connection {
   std::string_view large_body_;      // written after out_ (see kInlineBodyLimit)
   clock_type::time_point deadline_;  // of the request in progress
   std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
-  unsigned reads_ = 0;
   bool reading_ = false;  // in a read (not a write) when an exception comes
   bool closing_ = false;  // the last response closes the connection
 };

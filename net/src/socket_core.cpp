@@ -177,9 +177,12 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
     return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
   if (adaptive_read() && core_->has_held() && attempt()) {
-    return false;  // served from what the socket holds, without waiting
+    return yield_after_reads_at_once(coroutine, owner);  // served from what the socket holds
   }
   if (event::detail::ring* ring = core_->ring(); ring != nullptr) {
+    if (adaptive_read()) {
+      core_->read_waited();
+    }
     return suspend_on_ring(*ring, coroutine, owner);
   }
   if (!adaptive_read()) {
@@ -190,11 +193,27 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
     const bool done = attempt();
     core_->speculated_read(!done);
     if (done) {
-      return false;
+      return yield_after_reads_at_once(coroutine, owner);
     }
+  }
+  if (adaptive_read()) {
+    core_->read_waited();
   }
   start_wait(coroutine, owner, timeout_);  // may throw: before the socket knows the operation
   core_->wait(*this, direction_);
+  return true;
+}
+
+// Fair reads: a read that finished without waiting goes on at once, except every
+// kReadsBeforeYield-th in a row on the socket, whose coroutine resumes through its thread's
+// queue (with the bytes it read), behind what the thread's other tasks queued meanwhile — so a
+// connection whose data keeps arriving faster than it reads cannot keep the thread to itself.
+bool io_wait::yield_after_reads_at_once(std::coroutine_handle<> coroutine,
+                                        dispatch::detail::branch* owner) noexcept {
+  if (!core_->read_finished_at_once()) {
+    return false;
+  }
+  dispatch::detail::resume_later_on(dispatch::detail::current_executor(), coroutine, owner);
   return true;
 }
 

@@ -767,4 +767,53 @@ TEST(tcp, sockets_outside_handler_threads_are_refused_clearly) {
   EXPECT_THROW(run(), std::logic_error);
 }
 
+// Fair reads: a reader whose data is all there already (64 KiB written before it starts, read
+// 100 bytes at a time) lets a task queued on its thread behind it run after at most 32 reads,
+// instead of after all 656; and it still gets every byte in order.
+TEST(tcp, a_reader_that_never_waits_lets_its_threads_other_tasks_run) {
+  constexpr std::size_t kTotal = 64 * 1024;
+  handler_thread h;
+  handler_thread peer;
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  const endpoint address = listener.local_endpoint();
+  auto accepted = co_spawn(h, [&]() -> task<tcp_socket> { co_return co_await listener.accept(); });
+  std::optional<tcp_socket> writer;
+  run_on(peer, [&]() -> task<> {
+    writer = co_await tcp_socket::connect(address, 5s);
+    co_await writer->write_all(pattern(11, kTotal), 5s);
+  });
+  tcp_socket reader = accepted.get();
+  std::atomic<std::size_t> reads{ 0 };
+  std::atomic<std::size_t> reads_when_other_ran{ kTotal };
+  const auto received = run_on(h, [&]() -> task<std::vector<std::byte>> {
+    // The other task is queued behind this one on the same thread.
+    h.post([&] { reads_when_other_ran = reads.load(); });
+    std::vector<std::byte> got(kTotal);
+    for (std::size_t at = 0; at < kTotal;) {
+      const std::size_t n = co_await reader.read_some(
+          std::span(got).subspan(at, std::min<std::size_t>(100, kTotal - at)), 5s);
+      EXPECT_NE(n, 0u);
+      at += n;
+      reads.fetch_add(1);
+    }
+    co_return got;
+  });
+  EXPECT_EQ(first_mismatch(11, received), kTotal);
+  EXPECT_LE(reads_when_other_ran.load(), cyan::net::detail::socket_core::kReadsBeforeYield);
+  if (cyan::net::current_backend() == cyan::net::backend::epoll) {
+    // Every read finds its data at once here: the other task runs when the 32nd yields, before
+    // the reader counts it.
+    EXPECT_EQ(reads_when_other_ran.load(),
+              cyan::net::detail::socket_core::kReadsBeforeYield - 1);
+  }
+  run_on(h, [&]() -> task<> {
+    reader.close();
+    co_return;
+  });
+  run_on(peer, [&]() -> task<> {
+    writer.reset();
+    co_return;
+  });
+}
+
 }  // namespace

@@ -11,7 +11,10 @@
 // level-triggered watcher reports data already there at the loop's next turn), trying the
 // system call first again after 16 such reads, then after 32, 64, ... up to 256 while these
 // tries keep missing (each miss is a wasted system call), and for good once such a try finds
-// data.
+// data. Reads are fair: of the reads of a socket that finish without waiting (data already
+// there, or bytes its multishot receive holds), every kReadsBeforeYield-th in a row resumes its
+// task through the thread's queue rather than at once, so a connection that never has to wait
+// cannot starve the thread's other tasks (io_wait::yield_after_reads_at_once()).
 //
 // On the io_uring backend (the thread has a ring, event/detail/ring.h) an operation does not
 // make its system call: it queues the call on the thread's ring and waits for its completion,
@@ -236,6 +239,21 @@ class socket_core : noncopyable {
   /// Records what a speculative read found. [its thread]
   void speculated_read(bool would_block) noexcept { read_attempts_.record(!would_block); }
 
+  /// Reads in a row that may finish without waiting before one lets its thread's other work
+  /// run first (libuv reads at most 32 times per readiness).
+  static constexpr unsigned kReadsBeforeYield = 32;
+  /// Counts a read that finished without waiting: true (and the count starts over) when it is
+  /// the kReadsBeforeYield-th in a row, and so must yield. [its thread]
+  [[nodiscard]] bool read_finished_at_once() noexcept {
+    if (++reads_at_once_ < kReadsBeforeYield) {
+      return false;
+    }
+    reads_at_once_ = 0;
+    return true;
+  }
+  /// A read waited: the count of reads in a row starts over. [its thread]
+  void read_waited() noexcept { reads_at_once_ = 0; }
+
  private:
   void on_ready(event::io_events ready) noexcept;
   void update_watcher() noexcept;
@@ -252,6 +270,7 @@ class socket_core : noncopyable {
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
   cyan::detail::adaptive_attempts read_attempts_;  // see speculate_read()
+  unsigned reads_at_once_ = 0;                     // see read_finished_at_once()
   // io_uring's multishot receive (see the top of this file): made at the first read.
   std::unique_ptr<multishot_receive> multishot_;
   std::vector<std::byte> carried_;  // bytes adopted from another socket (carry())
@@ -315,6 +334,8 @@ class io_wait : protected dispatch::detail::ring_wait {
 
   static void withdraw_from_socket(timed_wait& wait) noexcept;
   bool suspend(std::coroutine_handle<> coroutine, dispatch::detail::branch* owner);
+  bool yield_after_reads_at_once(std::coroutine_handle<> coroutine,
+                                 dispatch::detail::branch* owner) noexcept;
   bool suspend_on_ring(event::detail::ring& ring, std::coroutine_handle<> coroutine,
                        dispatch::detail::branch* owner);
   /// A completion of the multishot receive this read waits for: serve it, wait on, or make a
