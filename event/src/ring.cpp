@@ -189,10 +189,13 @@ ring::ring(std::shared_ptr<loop> owner) : ring_(std::make_unique<io_uring>()) {
   held_.reserve(kReapBatch);  // one reap's worth: a steady-state drain allocates nothing
 }
 
-// Operations still in flight belong to frames that are going away with the thread (see
-// reset_this_thread()): cancel them all and wait, boundedly, for their completions, so that the
-// kernel is done with their buffers before the ring goes.
+// Operations still in flight when the ring goes (after the thread's tasks, see
+// reset_this_thread()) are ones their owners handed over to it: a multishot receive whose socket
+// was destroyed on another thread, freed by its last completion. Cancel them all and wait,
+// boundedly, running their completions, so that the kernel is done with their buffers and they
+// are freed before the ring goes.
 ring::~ring() {
+  run_held();  // reaped for cancel_and_wait() and not run yet
   if (in_flight_ > 0) {
     if (io_uring_sqe* entry = io_uring_get_sqe(ring_.get()); entry != nullptr) {
       io_uring_prep_cancel64(entry, 0, IORING_ASYNC_CANCEL_ANY);
@@ -207,9 +210,15 @@ ring::~ring() {
       unsigned seen = 0;
       io_uring_for_each_cqe(ring_.get(), head, completion) {
         ++seen;
-        if (completion->user_data != kCancelTag && (completion->flags & IORING_CQE_F_MORE) == 0) {
+        if (completion->user_data == kCancelTag) {
+          continue;
+        }
+        auto* op = static_cast<ring_operation*>(io_uring_cqe_get_data(completion));
+        if ((completion->flags & IORING_CQE_F_MORE) == 0) {
+          op->in_flight_ = false;
           --in_flight_;
         }
+        op->complete(completion->res, completion->flags);  // may free op
       }
       io_uring_cq_advance(ring_.get(), seen);
     }
@@ -372,7 +381,7 @@ std::size_t ring::drain() noexcept {
     if (held_.empty()) {
       publish_buffers();
       if (kernel_has_work()) {
-            const int rc = io_uring_submit_and_get_events(ring_.get());
+        const int rc = io_uring_submit_and_get_events(ring_.get());
         if (rc == -EBUSY) {
           reap();  // completions first: the submission is retried by the next drain
         }
@@ -381,17 +390,23 @@ std::size_t ring::drain() noexcept {
         break;
       }
     }
-    for (std::size_t i = 0; i < held_.size(); ++i) {
-      const held_completion held = held_[i];  // complete() may grow held_
-      if (held.op != nullptr) {
-        held_[i].op = nullptr;
-        --held.op->held_;
-        held.op->complete(held.result, held.flags);
-        ++ran;
-      }
-    }
-    held_.clear();
+    ran += run_held();
   }
+  return ran;
+}
+
+std::size_t ring::run_held() noexcept {
+  std::size_t ran = 0;
+  for (std::size_t i = 0; i < held_.size(); ++i) {
+    const held_completion held = held_[i];  // complete() may grow held_
+    if (held.op != nullptr) {
+      held_[i].op = nullptr;
+      --held.op->held_;
+      held.op->complete(held.result, held.flags);
+      ++ran;
+    }
+  }
+  held_.clear();
   return ran;
 }
 

@@ -160,6 +160,8 @@ class ring : noncopyable {
   explicit ring(std::shared_ptr<loop> owner);
   void submit_queued();
   std::size_t reap() noexcept;
+  // Runs the held completions in order; returns how many ran.
+  std::size_t run_held() noexcept;
   void wait_until_done(ring_operation& op) noexcept;
   void publish_buffers() noexcept;
   [[nodiscard]] bool kernel_has_work() const noexcept;
