@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkgconf git
   libgtest-dev libgmock-dev libbenchmark-dev libev-dev liburing-dev
+  libssl-dev openssl curl                             # TLS; openssl and curl: its tests' peers
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
   libomp-dev                                          # OpenMP benchmark baseline (clang)
   gnuplot-nox fonts-dejavu-core                       # the benchmark report's panels

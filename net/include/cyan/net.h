@@ -9,4 +9,5 @@
 #include "cyan/net/resolve.h"
 #include "cyan/net/tcp.h"
 #include "cyan/net/tcp_server.h"
+#include "cyan/net/tls.h"
 #include "cyan/net/udp.h"
