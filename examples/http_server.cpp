@@ -5,6 +5,7 @@
 //   http_server [--port N] [--host H] [--threads N] [--grace-ms N] [--body-size N]
 //               [--max-header-bytes N] [--max-body-bytes N] [--request-timeout-ms N]
 //               [--idle-timeout-ms N] [--max-connections N]
+//               [--tls-cert FILE --tls-key FILE]
 //
 // GET and HEAD of "/" (a query string aside) answer 200 with the page: a built-in HTML page,
 // or with --body-size N a generated text body of exactly N bytes, at most the machine's memory
@@ -26,7 +27,9 @@
 //   version                other than HTTP/1.0 and 1.1 (HTTP/2.0, HTTP/1.2, ...): 505, as nginx;
 //   --request-timeout-ms   a request not complete this long after its first byte (10 s): 408;
 //   --idle-timeout-ms      a keep-alive connection without a request this long (60 s): closed;
-//   --max-connections      connections beyond this many (10000): 503, then closed.
+//   --max-connections      connections beyond this many (10000): 503, then closed;
+//   --tls-cert, --tls-key  HTTPS (ALPN http/1.1): a handshake within --request-timeout-ms, then
+//                          everything as above; a closing answer ends with close_notify.
 //
 // Prints "listening on <endpoint>"; SIGINT / SIGTERM shut it down gracefully (tcp_server's
 // stop()): idle connections close at once (each holds the server's idle guard while it waits
@@ -46,6 +49,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -69,12 +73,16 @@ using cyan::examples::error_report;
 using cyan::examples::http::connection;
 using cyan::examples::http::connection_header;
 using cyan::examples::http::connection_settings;
+using cyan::examples::http::is_quiet;
 using cyan::examples::http::kLingerLimit;
 using cyan::examples::http::linger;
 using cyan::examples::http::status;
 using cyan::examples::http::thread_state;
+using cyan::examples::http::tls_connection;
 using cyan::net::tcp_server;
 using cyan::net::tcp_socket;
+using cyan::net::tls_context;
+using cyan::net::tls_stream;
 
 constexpr std::string_view kPage =
     "<!DOCTYPE html>\n"
@@ -95,6 +103,7 @@ struct server_settings {
   std::size_t max_connections = 0;
   std::string page;
   std::string page_type;
+  tls_context tls;  // empty: plain HTTP
 };
 
 // What every connection needs: the settings, one thread_state per handler thread (by the
@@ -138,7 +147,8 @@ class connection_slot {
 };
 
 // Beyond --max-connections: 503, then the connection closes.
-task<> refuse(tcp_socket socket, thread_state* home) {
+template <typename Stream>
+task<> refuse(Stream& socket, thread_state* home) {
   std::string out;
   home->responses.refresh(std::time(nullptr));
   home->responses.append_head(out, status::service_unavailable, connection_header::close);
@@ -152,8 +162,23 @@ task<> refuse(tcp_socket socket, thread_state* home) {
   co_await linger(socket, scratch, kLingerLimit);
 }
 
+// The handshake of a --tls-cert connection, within the request timeout; null when it fails
+// (said on stderr unless the client only went away or was too slow).
+task<std::optional<tls_stream>> handshake(tcp_socket socket, const server_context& context) {
+  std::optional<tls_stream> stream;
+  try {
+    stream.emplace(co_await tls_stream::accept(std::move(socket), context.settings.tls,
+                                               context.settings.connections.request_timeout));
+  } catch (const std::system_error& e) {
+    if (!is_quiet(e) && e.code() != cyan::net::error::end_of_stream) {
+      std::fprintf(stderr, "http_server: TLS handshake: %s\n", e.what());
+    }
+  }
+  co_return stream;
+}
+
 // One connection, on the server's thread that accepted it: served, or refused beyond
-// --max-connections (the slot is given back when the task ends).
+// --max-connections (the slot is given back when the task ends); over TLS after its handshake.
 task<> serve(tcp_socket socket, tcp_server& server, server_context& context) {
   thread_state* home = nullptr;
   for (std::size_t i = 0; i < server.threads().size(); ++i) {
@@ -163,8 +188,21 @@ task<> serve(tcp_socket socket, tcp_server& server, server_context& context) {
   }
   const connection_slot slot =
       connection_slot::take(context.open_connections, context.settings.max_connections);
+  if (context.settings.tls) {
+    std::optional<tls_stream> stream = co_await handshake(std::move(socket), context);
+    if (!stream) {
+      co_return;
+    }
+    if (!slot) {
+      co_await refuse(*stream, home);
+      co_return;
+    }
+    tls_connection served(std::move(*stream), *home, context.settings.connections, server);
+    co_await served.run();
+    co_return;
+  }
   if (!slot) {
-    co_await refuse(std::move(socket), home);
+    co_await refuse(socket, home);
     co_return;
   }
   connection served(std::move(socket), *home, context.settings.connections, server);
@@ -213,6 +251,15 @@ server_settings read_settings(const command_line& cli) {
   const auto body_size = static_cast<std::size_t>(cli.number("body-size"));
   s.page = body_size == 0 ? std::string(kPage) : generated_body(body_size);
   s.page_type = body_size == 0 ? "text/html" : "text/plain";
+  const std::string certificate = cli.text("tls-cert");
+  const std::string key = cli.text("tls-key");
+  if (certificate.empty() != key.empty()) {
+    throw std::invalid_argument("--tls-cert and --tls-key go together");
+  }
+  if (!certificate.empty()) {
+    s.tls = tls_context::server(
+        { .certificate_chain_file = certificate, .private_key_file = key, .alpn = { "http/1.1" } });
+  }
   return s;
 }
 
@@ -227,15 +274,16 @@ int main(int argc, char** argv) {
       .option("max-body-bytes", "1048576", "largest request body (larger: 413)")
       .option("request-timeout-ms", "10000", "time for a request to arrive whole (then 408)")
       .option("idle-timeout-ms", "60000", "close a keep-alive connection idle this long")
-      .option("max-connections", "10000", "connections served at once (more: 503)");
+      .option("max-connections", "10000", "connections served at once (more: 503)")
+      .option("tls-cert", "", "serve HTTPS with this PEM certificate chain (and --tls-key)")
+      .option("tls-key", "", "the PEM private key of --tls-cert");
   cli.parse(argc, argv);
   try {
     error_report accept_errors("http_server: accept");  // outlives the server: its last count
-    tcp_server server({ .endpoint = cli.listen_endpoint(),
-                        .threads = static_cast<std::size_t>(cli.number("threads")),
-                        .on_accept_error = [&accept_errors](const std::system_error& e) {
-                          accept_errors(e);
-                        } });
+    tcp_server server(
+        { .endpoint = cli.listen_endpoint(),
+          .threads = static_cast<std::size_t>(cli.number("threads")),
+          .on_accept_error = [&accept_errors](const std::system_error& e) { accept_errors(e); } });
     server_context context(read_settings(cli), server.threads().size());
     server.start([&server, &context](tcp_socket socket) {
       return serve(std::move(socket), server, context);

@@ -17,12 +17,12 @@ constexpr std::size_t kFlushBytes = 64 * 1024;
 // The interim answer to "Expect: 100-continue": send the body.
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-// The errors that only mean the client went away, was too slow, or the server is stopping.
-bool is_quiet(const std::system_error& e) {
-  return is_disconnect(e) || e.code() == std::errc::timed_out;
-}
-
 }  // namespace
+
+bool is_quiet(const std::system_error& e) {
+  return is_disconnect(e) || e.code() == std::errc::timed_out ||
+         e.code() == net::tls_error::truncated;
+}
 
 dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
                         std::chrono::steady_clock::duration limit) {
@@ -39,8 +39,19 @@ dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
   }
 }
 
-connection::connection(net::tcp_socket socket, thread_state& home,
-                       const connection_settings& settings, net::tcp_server& server)
+dispatch::task<> linger(net::tls_stream& stream, std::span<std::byte> /*scratch*/,
+                        std::chrono::steady_clock::duration limit) {
+  try {
+    (void)co_await stream.shutdown(limit);
+  } catch (const std::system_error&) {
+    // Whatever ended it, the socket closes next.
+  }
+}
+
+template <typename Stream>
+basic_connection<Stream>::basic_connection(Stream socket, thread_state& home,
+                                           const connection_settings& settings,
+                                           net::tcp_server& server)
     : socket_(std::move(socket)),
       home_(home),
       settings_(settings),
@@ -53,10 +64,11 @@ connection::connection(net::tcp_socket socket, thread_state& home,
 //   1. exchange   read, answer, write, again (see exchange());
 //   2. time out   a request not complete by its deadline gets 408;
 //   3. close      after an answer that closes: linger, then close (the socket's destructor).
-dispatch::task<> connection::run() {
+template <typename Stream>
+dispatch::task<> basic_connection<Stream>::run() {
   bool timed_out = false;
   try {
-    socket_.set_nodelay();
+    tcp_of(socket_).set_nodelay();
     co_await exchange();
   } catch (const std::system_error& e) {
     timed_out = e.code() == std::errc::timed_out && reading_ && parser_.in_request();
@@ -77,7 +89,7 @@ dispatch::task<> connection::run() {
   if (closing_ && socket_.is_open()) {
     // While draining, only what has arrived: the shutdown is not to wait; a drain that begins
     // meanwhile closes it (the guard).
-    const auto idle = server_.idle(socket_);
+    const auto idle = server_.idle(tcp_of(socket_));
     co_await linger(socket_, input_,
                     server_.draining() ? clock_type::duration::zero() : kLingerLimit);
   }
@@ -93,14 +105,15 @@ dispatch::task<> connection::run() {
 //               the request in progress waits for it (Expect: 100-continue).
 // Ends after a response that closes, at end of stream, or when the server drains between two
 // requests.
-dispatch::task<> connection::exchange() {
+template <typename Stream>
+dispatch::task<> basic_connection<Stream>::exchange() {
   for (;;) {
     if (!parser_.in_request() && server_.draining()) {
       co_return;
     }
     std::optional<net::tcp_server::idle_guard> idle;
     if (!parser_.in_request()) {
-      idle.emplace(server_.idle(socket_));
+      idle.emplace(server_.idle(tcp_of(socket_)));
     }
     reading_ = true;
     const std::size_t n = co_await socket_.read_some(input_, read_limit());
@@ -135,7 +148,8 @@ dispatch::task<> connection::exchange() {
 }
 
 // Between requests the idle timeout; within one, what is left until its deadline.
-std::chrono::nanoseconds connection::read_limit() const {
+template <typename Stream>
+std::chrono::nanoseconds basic_connection<Stream>::read_limit() const {
   if (!parser_.in_request()) {
     return settings_.idle_timeout;
   }
@@ -143,7 +157,8 @@ std::chrono::nanoseconds connection::read_limit() const {
 }
 
 // A request that began in the bytes just parsed gets its deadline now.
-void connection::note_request_start() {
+template <typename Stream>
+void basic_connection<Stream>::note_request_start() {
   if (parser_.in_request() && deadline_of_ != parser_.requests_begun()) {
     deadline_of_ = parser_.requests_begun();
     deadline_ = clock_type::now() + settings_.request_timeout;
@@ -153,7 +168,8 @@ void connection::note_request_start() {
 // Parses what is left of the input, appending a response per request, until the output should
 // be written before parsing on (a response that closes, a large body, kFlushBytes gathered) or
 // the input is all parsed. Returns whether there is output to write.
-bool connection::answer() {
+template <typename Stream>
+bool basic_connection<Stream>::answer() {
   while (!unparsed_.empty()) {
     const parse_event event = parser_.feed(unparsed_);
     if (event == parse_event::error) {
@@ -170,7 +186,8 @@ bool connection::answer() {
   return !out_.empty();
 }
 
-void connection::respond(const request& r) {
+template <typename Stream>
+void basic_connection<Stream>::respond(const request& r) {
   const status s = r.method == request::verb::other ? status::method_not_allowed
                    : r.root                         ? status::ok
                                                     : status::not_found;
@@ -195,10 +212,14 @@ void connection::respond(const request& r) {
   }
 }
 
-void connection::respond_error(status s) {
+template <typename Stream>
+void basic_connection<Stream>::respond_error(status s) {
   closing_ = true;
   home_.responses.append_head(out_, s, connection_header::close);
   out_.append(home_.responses.body(s));
 }
+
+template class basic_connection<net::tcp_socket>;
+template class basic_connection<net::tls_stream>;
 
 }  // namespace cyan::examples::http

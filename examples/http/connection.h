@@ -27,8 +27,6 @@ struct connection_settings {
   std::chrono::milliseconds idle_timeout{ 60'000 };     ///< between requests; also each write
 };
 
-class connection;
-
 /// What belongs to one handler thread: its responses (whose Date it rewrites). Only that thread
 /// touches it once the server runs.
 struct alignas(cache_line_size) thread_state {
@@ -47,17 +45,34 @@ inline constexpr std::chrono::seconds kLingerLimit{ 1 };
 /// `limit` passes (zero: only what has arrived). `socket` and `scratch` must outlive it.
 dispatch::task<> linger(net::tcp_socket& socket, std::span<std::byte> scratch,
                         std::chrono::steady_clock::duration limit);
+/// The same over TLS: close_notify, then the client's, at most `limit`.
+dispatch::task<> linger(net::tls_stream& stream, std::span<std::byte> scratch,
+                        std::chrono::steady_clock::duration limit);
+
+/// The TCP connection under a stream: for its options and the server's idle guard.
+[[nodiscard]] inline net::tcp_socket& tcp_of(net::tcp_socket& socket) noexcept {
+  return socket;
+}
+[[nodiscard]] inline net::tcp_socket& tcp_of(net::tls_stream& stream) noexcept {
+  return stream.next_layer();
+}
+
+/// The errors that only mean the client went away, was too slow, or the server is stopping
+/// (a TLS client that closes without close_notify too).
+[[nodiscard]] bool is_quiet(const std::system_error& e);
 
 /// One connection, served on the thread that accepted it. Lives in its task's frame; the
 /// settings, thread state and server outlive it. While it waits for a request none of whose
 /// bytes has arrived, or lingers after its last answer, it holds an idle guard of the server,
-/// so that the server's drain closes it at once. [its thread]
-class connection {
+/// so that the server's drain closes it at once. `Stream`: net::tcp_socket, or net::tls_stream
+/// after its handshake. [its thread]
+template <typename Stream>
+class basic_connection {
  public:
-  connection(net::tcp_socket socket, thread_state& home, const connection_settings& settings,
-             net::tcp_server& server);
-  connection(const connection&) = delete;
-  connection& operator=(const connection&) = delete;
+  basic_connection(Stream socket, thread_state& home, const connection_settings& settings,
+                   net::tcp_server& server);
+  basic_connection(const basic_connection&) = delete;
+  basic_connection& operator=(const basic_connection&) = delete;
 
   /// Serves the connection until it closes (see the .cpp for the phases).
   dispatch::task<> run();
@@ -75,7 +90,7 @@ class connection {
   // What one read takes at most. llhttp parses as the bytes come, so a request need not fit.
   static constexpr std::size_t kReadBufferSize = 8 * 1024;
 
-  net::tcp_socket socket_;
+  Stream socket_;
   thread_state& home_;
   const connection_settings& settings_;
   net::tcp_server& server_;
@@ -86,8 +101,13 @@ class connection {
   std::string_view large_body_;      // written after out_ (see kInlineBodyLimit)
   clock_type::time_point deadline_;  // of the request in progress
   std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
-  bool reading_ = false;  // in a read (not a write) when an exception comes
-  bool closing_ = false;  // the last response closes the connection
+  bool reading_ = false;             // in a read (not a write) when an exception comes
+  bool closing_ = false;             // the last response closes the connection
 };
+
+using connection = basic_connection<net::tcp_socket>;
+using tls_connection = basic_connection<net::tls_stream>;
+extern template class basic_connection<net::tcp_socket>;
+extern template class basic_connection<net::tls_stream>;
 
 }  // namespace cyan::examples::http
