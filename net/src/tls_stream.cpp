@@ -380,8 +380,7 @@ std::unique_ptr<tls_stream_state> new_state(tcp_socket socket, const tls_context
     throw_tls_error(where);
   }
   BIO_set_data(bio, s.get());
-  SSL_set_bio(s->ssl, bio, bio);
-  BIO_up_ref(bio);  // SSL_set_bio took one reference for each direction
+  SSL_set_bio(s->ssl, bio, bio);  // one BIO both ways: SSL takes the one reference
   return s;
 }
 
