@@ -5,7 +5,7 @@
 //   http_server [--port N] [--host H] [--threads N] [--grace-ms N] [--body-size N]
 //               [--max-header-bytes N] [--max-body-bytes N] [--request-timeout-ms N]
 //               [--idle-timeout-ms N] [--max-connections N]
-//               [--tls-cert FILE --tls-key FILE]
+//               [--tls-cert FILE --tls-key FILE [--tls-session-tickets 0|1]]
 //
 // GET and HEAD of "/" (a query string aside) answer 200 with the page: a built-in HTML page,
 // or with --body-size N a generated text body of exactly N bytes, at most the machine's memory
@@ -29,7 +29,8 @@
 //   --idle-timeout-ms      a keep-alive connection without a request this long (60 s): closed;
 //   --max-connections      connections beyond this many (10000): 503, then closed;
 //   --tls-cert, --tls-key  HTTPS (ALPN http/1.1): a handshake within --request-timeout-ms, then
-//                          everything as above; a closing answer ends with close_notify.
+//                          everything as above; a closing answer ends with close_notify;
+//   --tls-session-tickets  1 (default): clients resume with tickets; 0: every handshake full.
 //
 // Prints "listening on <endpoint>"; SIGINT / SIGTERM shut it down gracefully (tcp_server's
 // stop()): idle connections close at once (each holds the server's idle guard while it waits
@@ -257,8 +258,10 @@ server_settings read_settings(const command_line& cli) {
     throw std::invalid_argument("--tls-cert and --tls-key go together");
   }
   if (!certificate.empty()) {
-    s.tls = tls_context::server(
-        { .certificate_chain_file = certificate, .private_key_file = key, .alpn = { "http/1.1" } });
+    s.tls = tls_context::server({ .certificate_chain_file = certificate,
+                                  .private_key_file = key,
+                                  .alpn = { "http/1.1" },
+                                  .session_tickets = cli.number("tls-session-tickets") != 0 });
   }
   return s;
 }
@@ -276,7 +279,8 @@ int main(int argc, char** argv) {
       .option("idle-timeout-ms", "60000", "close a keep-alive connection idle this long")
       .option("max-connections", "10000", "connections served at once (more: 503)")
       .option("tls-cert", "", "serve HTTPS with this PEM certificate chain (and --tls-key)")
-      .option("tls-key", "", "the PEM private key of --tls-cert");
+      .option("tls-key", "", "the PEM private key of --tls-cert")
+      .option("tls-session-tickets", "1", "0: no TLS session tickets (every handshake full)");
   cli.parse(argc, argv);
   try {
     error_report accept_errors("http_server: accept");  // outlives the server: its last count

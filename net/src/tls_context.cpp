@@ -167,6 +167,11 @@ ssl_ctx_ptr server_context(const tls_context::server_options& options,
   use_certificate(ctx.get(), chain, key, where);
   static constexpr unsigned char kSessionContext[] = "cyan";
   SSL_CTX_set_session_id_context(ctx.get(), kSessionContext, sizeof kSessionContext - 1);
+  if (!options.session_tickets) {
+    SSL_CTX_set_options(ctx.get(), SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ctx.get(), 0);
+    SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
+  }
   if (!generation.alpn_wire.empty()) {
     SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn, &generation);
   }

@@ -1,7 +1,7 @@
 // http_server with --tls-cert / --tls-key as clients see it over loopback: curl over a kept-alive
 // connection (ALPN http/1.1), a slow request's 408 ended by close_notify, a client that speaks
 // plain HTTP to the TLS port, and the drain on SIGTERM. Certificates:
-// tests/net/tls_certificates.sh.
+// scripts/tls_certificates.sh.
 
 #include <gtest/gtest.h>
 

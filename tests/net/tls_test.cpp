@@ -525,6 +525,32 @@ TEST(tls, a_second_connection_to_the_same_name_resumes_the_session) {
   EXPECT_EQ(reused, (std::vector<bool>{ false, false, true, true }));
 }
 
+TEST(tls, without_session_tickets_every_handshake_is_full) {
+  const tls_context server = tls_context::server({ .certificate_chain_file = file("server.crt"),
+                                                   .private_key_file = file("server.key"),
+                                                   .session_tickets = false });
+  const tls_context client = client_context();
+  std::vector<bool> reused;
+  for (int round = 0; round < 2; ++round) {
+    loopback net;
+    auto served = net.serve_one(server, [](tls_stream& s) -> task<bool> {
+      const bool resumed = s.session_reused();
+      co_await s.write_all(cyan::net::buffer(std::string_view("hi")), 10s);
+      (void)co_await s.shutdown(5s);
+      co_return resumed;
+    });
+    const bool client_resumed = net.connect(client, "localhost", [](tls_stream& s) -> task<bool> {
+      std::string got(2, '\0');
+      co_await s.read_exact(cyan::net::buffer(got), 10s);
+      (void)co_await s.shutdown(5s);
+      co_return s.session_reused();
+    });
+    reused.push_back(served.get());
+    reused.push_back(client_resumed);
+  }
+  EXPECT_EQ(reused, (std::vector<bool>{ false, false, false, false }));
+}
+
 TEST(tls, a_second_read_while_one_is_pending_throws_logic_error_and_the_first_goes_on) {
   loopback net;
   auto served = net.serve_one(server_context(), [](tls_stream& s) -> task<int> {

@@ -59,8 +59,7 @@ struct tls_stream_state;
 /// std::generic_category() for a file that cannot be read.
 class tls_context {
  public:
-  /// A server's settings. Session tickets (TLS 1.3 and 1.2) are on: a client that comes back
-  /// resumes without a full handshake.
+  /// A server's settings.
   struct server_options {
     /// PEM: the certificate, then the intermediates up to (not including) the root.
     std::filesystem::path certificate_chain_file{};
@@ -73,6 +72,9 @@ class tls_context {
     /// Ask clients for a certificate signed by a CA in this PEM file (mutual TLS); empty: do
     /// not ask.
     std::filesystem::path client_ca_file{};
+    /// Session tickets (TLS 1.3 and 1.2): a client that comes back resumes without the
+    /// certificate exchange. false: no tickets and no session cache, every handshake full.
+    bool session_tickets = true;
   };
 
   /// A client's settings.

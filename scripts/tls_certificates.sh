@@ -1,6 +1,6 @@
 #!/bin/sh
-# Makes the TLS tests' certificates in directory $1 with the openssl command (nothing secret is
-# committed): two CAs, and signed by the first one
+# Makes the certificates of the TLS tests and of https_benchmark in directory $1 with the openssl
+# command (nothing secret is committed): two CAs, and signed by the first one
 #   server.{crt,key}    localhost, 127.0.0.1, ::1 (ECDSA P-256)
 #   other.{crt,key}     other.test (for SNI)
 #   renewed.{crt,key}   localhost again, with O=renewed (for reload())
