@@ -37,114 +37,24 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "bench/http_load.h"
 #include "bench/process.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
+using cyan::bench::fetch_body;
+using cyan::bench::free_port;
+using cyan::bench::median;
+using cyan::bench::reaped_children_cpu_seconds;
+using cyan::bench::tree_cpu_seconds;
+using cyan::bench::wait_listening;
 
 constexpr const char* kCyan = "cyan http_server";
 constexpr const char* kCyanEpoll = "cyan http_server (epoll)";
-constexpr const char* kNginx = "/usr/sbin/nginx";
-constexpr const char* kWrk = "/usr/bin/wrk";
-
-// A port no one listens on now (bind to 0, read it, close).
-unsigned free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ::sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::socklen_t size = sizeof address;
-  ::bind(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<::sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-// GET / with Connection: close over a blocking socket; the body, or "" (bounded by 5 s).
-std::string fetch_body(unsigned port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const ::timeval limit{ 5, 0 };
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  ::sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) == 0) {
-    const std::string request = "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buffer[65536];
-    for (int reads = 0; reads < 100'000; ++reads) {
-      const ::ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-      if (n <= 0) {
-        break;
-      }
-      response.append(buffer, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  const auto body = response.find("\r\n\r\n");
-  return body == std::string::npos ? std::string() : response.substr(body + 4);
-}
-
-// Waits (bounded) until something accepts connections on `port`.
-bool wait_listening(unsigned port) {
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ::sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool up = ::connect(fd, reinterpret_cast<::sockaddr*>(&address), sizeof address) == 0;
-    ::close(fd);
-    if (up) {
-      return true;
-    }
-    std::this_thread::sleep_for(10ms);  // bounded poll for a process we do not control
-  }
-  return false;
-}
-
-// CPU seconds of `pid` and its direct children (nginx's workers), from /proc.
-double tree_cpu_seconds(pid_t pid) {
-  double total = 0;
-  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto close = text.rfind(')');
-    if (close == std::string::npos) {
-      continue;
-    }
-    std::istringstream fields(text.substr(close + 2));
-    std::vector<std::string> f{ std::istream_iterator<std::string>(fields),
-                                std::istream_iterator<std::string>() };
-    if (f.size() < 13) {
-      continue;
-    }
-    const pid_t self = static_cast<pid_t>(std::stol(name));
-    const pid_t parent = static_cast<pid_t>(std::stol(f[1]));  // field 4
-    if (self == pid || parent == pid) {
-      total += (std::stod(f[11]) + std::stod(f[12])) / ticks;  // fields 14, 15: utime, stime
-    }
-  }
-  return total;
-}
-
-// CPU seconds (user + system) of our children reaped so far: the load generator's, once a sample
-// has waited for it (the servers live across samples).
-double reaped_children_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_CHILDREN, &usage);
-  const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
+using cyan::bench::kNginx;
+using cyan::bench::kWrk;
 
 struct figures {
   std::vector<double> cpu_per_request_us;
@@ -154,25 +64,6 @@ struct figures {
   std::vector<double> p99_us;
   double errors = 0;
 };
-
-double median(std::vector<double> values) {
-  if (values.empty()) {
-    return 0;
-  }
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-// wrk's "50%    1.23ms" style value in microseconds.
-double wrk_us(const std::string& output, const std::string& label) {
-  const std::regex line(label + R"(\s+([0-9.]+)(us|ms|s)\b)");
-  std::smatch match;
-  if (!std::regex_search(output, match, line)) {
-    return 0;
-  }
-  const double value = std::stod(match[1]);
-  return match[2] == "us" ? value : match[2] == "ms" ? value * 1e3 : value * 1e6;
-}
 
 struct target {
   std::string arm;
@@ -212,23 +103,12 @@ cyan::bench::sample run_driver(const std::string& driver, const target& server, 
   double requests = 0;
   double elapsed = seconds;
   if (driver == "wrk") {
-    std::smatch match;
-    if (std::regex_search(output, match, std::regex(R"(([0-9]+) requests in ([0-9.]+)(ms|s))"))) {
-      requests = std::stod(match[1]);
-      elapsed = std::stod(match[2]) / (match[3] == "ms" ? 1e3 : 1.0);
-    }
-    if (std::regex_search(output, match, std::regex(R"(Non-2xx or 3xx responses: ([0-9]+))"))) {
-      out.errors += std::stod(match[1]);
-    }
-    if (std::regex_search(
-            output, match,
-            std::regex(
-                R"(Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+))"))) {
-      out.errors +=
-          std::stod(match[1]) + std::stod(match[2]) + std::stod(match[3]) + std::stod(match[4]);
-    }
-    out.p50_us.push_back(wrk_us(output, "50%"));
-    out.p99_us.push_back(wrk_us(output, "99%"));
+    const cyan::bench::wrk_result wrk = cyan::bench::parse_wrk(output);
+    requests = wrk.requests;
+    elapsed = wrk.requests > 0 ? wrk.seconds : elapsed;
+    out.errors += wrk.errors;
+    out.p50_us.push_back(wrk.p50_us);
+    out.p99_us.push_back(wrk.p99_us);
   } else {
     const auto values = cyan::bench::parse_result_line(output);
     if (!values.empty()) {
@@ -262,25 +142,6 @@ std::pair<std::unique_ptr<child_process>, unsigned> start_http_server(const std:
   return { std::move(server), port };
 }
 
-// nginx serving `body` as / from a temporary directory, 2 workers, keep-alive, no access log.
-std::unique_ptr<child_process> start_nginx(const std::filesystem::path& dir,
-                                           const std::string& body, unsigned port) {
-  std::filesystem::create_directories(dir / "www");
-  std::ofstream(dir / "www" / "index.html") << body;
-  std::ofstream(dir / "nginx.conf")
-      << "worker_processes 2;\ndaemon off;\npid " << (dir / "nginx.pid").string() << ";\nerror_log "
-      << (dir / "error.log").string()
-      << ";\nevents { worker_connections 4096; }\nhttp {\n  access_log off;\n"
-      << "  keepalive_requests 100000000;\n  client_body_temp_path " << dir.string()
-      << ";\n  proxy_temp_path " << dir.string() << ";\n  fastcgi_temp_path " << dir.string()
-      << ";\n  uwsgi_temp_path " << dir.string() << ";\n  scgi_temp_path " << dir.string()
-      << ";\n  server {\n    listen 127.0.0.1:" << port << " reuseport;\n    location / { root "
-      << (dir / "www").string() << "; index index.html; }\n  }\n}\n";
-  return std::make_unique<child_process>(
-      std::vector<std::string>{ kNginx, "-p", dir.string(), "-c", (dir / "nginx.conf").string() },
-      -1);
-}
-
 }  // namespace
 
 int main() {
@@ -299,15 +160,9 @@ int main() {
     std::fprintf(stderr, "http_server did not start or serve its page on both backends\n");
     return 1;
   }
-  char pattern[] = "/tmp/cyan-nginx-XXXXXX";
-  const std::filesystem::path dir = ::mkdtemp(pattern);
-  // nginx started as root runs its workers as nobody, who must read the page.
-  std::filesystem::permissions(
-      dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
-               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
-               std::filesystem::perms::others_exec);
+  const std::filesystem::path dir = cyan::bench::nginx_directory();
   const unsigned nginx_port = free_port();
-  auto nginx = start_nginx(dir, body, nginx_port);
+  auto nginx = cyan::bench::start_nginx(dir, body, nginx_port);
   const bool nginx_up = wait_listening(nginx_port) && fetch_body(nginx_port) == body;
   bool ok = nginx_up;
   if (!nginx_up) {
