@@ -44,6 +44,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
+using figures = cyan::bench::load_figures;
+using target = cyan::bench::load_target;
 using cyan::bench::fetch_body;
 using cyan::bench::free_port;
 using cyan::bench::median;
@@ -55,21 +57,6 @@ constexpr const char* kCyan = "cyan http_server";
 constexpr const char* kCyanEpoll = "cyan http_server (epoll)";
 using cyan::bench::kNginx;
 using cyan::bench::kWrk;
-
-struct figures {
-  std::vector<double> cpu_per_request_us;
-  std::vector<double> load_cores;  // the load generator's CPU seconds per second of its run
-  std::vector<double> load_cpu_per_request_us;
-  std::vector<double> p50_us;
-  std::vector<double> p99_us;
-  double errors = 0;
-};
-
-struct target {
-  std::string arm;
-  pid_t pid;
-  unsigned port;
-};
 
 // Requests per sample unit: the table prints seconds per 100k requests (about 1 s here), where
 // seconds per request would print as 0.0000.

@@ -37,27 +37,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
+using figures = cyan::bench::load_figures;
+using target = cyan::bench::load_target;
 using cyan::bench::median;
 
 constexpr const char* kCyan = "cyan http_server";
 constexpr const char* kNginxArm = "nginx";
 constexpr const char* kOpenssl = "/usr/bin/openssl";
 constexpr const char* kCurl = "/usr/bin/curl";
-
-struct figures {
-  std::vector<double> cpu_per_request_us;
-  std::vector<double> load_cores;
-  std::vector<double> load_cpu_per_request_us;
-  std::vector<double> p50_us;
-  std::vector<double> p99_us;
-  double errors = 0;
-};
-
-struct target {
-  std::string arm;
-  pid_t pid;
-  unsigned port;
-};
 
 // One workload: its name, whether every request is a new connection, whether the servers issue
 // session tickets, and the sample's unit.

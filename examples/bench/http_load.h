@@ -37,6 +37,23 @@ inline constexpr const char* kWrk = "/usr/bin/wrk";
 /// The median of `values` (the upper one of an even count); 0 for none.
 [[nodiscard]] double median(std::vector<double> values);
 
+/// What a load generator's samples against one server gave, sample by sample.
+struct load_figures {
+  std::vector<double> cpu_per_request_us;       // the server's (process tree) CPU per request
+  std::vector<double> load_cores;               // the generator's CPU seconds per second of run
+  std::vector<double> load_cpu_per_request_us;  // the generator's CPU per request
+  std::vector<double> p50_us;
+  std::vector<double> p99_us;
+  double errors = 0;
+};
+
+/// A server under load: its arm's name, its process and its port on 127.0.0.1.
+struct load_target {
+  std::string arm;
+  pid_t pid;
+  unsigned port;
+};
+
 /// What one wrk run printed.
 struct wrk_result {
   double requests = 0;

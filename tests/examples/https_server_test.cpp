@@ -20,6 +20,7 @@
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
 #include "net/net_support.h"
+#include "support/tls_certificates.h"
 
 namespace {
 
@@ -35,23 +36,8 @@ using cyan::net::tls_stream;
 using cyan::test::run_on;
 using cyan::test::temp_dir;
 
-const std::string& certificates() {
-  static const struct made {
-    temp_dir dir;
-    made() {
-      const std::string command =
-          std::string("sh '") + CYAN_TLS_CERTIFICATE_SCRIPT + "' '" + dir.path() + "'";
-      if (std::system(command.c_str()) != 0) {
-        std::fprintf(stderr, "https_server_test: %s failed\n", command.c_str());
-        std::abort();
-      }
-    }
-  } certificates_made;
-  return certificates_made.dir.path();
-}
-
 std::string file(const char* name) {
-  return certificates() + "/" + name;
+  return cyan::test::tls_certificates() + "/" + name;
 }
 
 // http_server over TLS on a free port with `options`.
