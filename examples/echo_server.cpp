@@ -65,14 +65,12 @@ int main(int argc, char** argv) {
   cli.parse(argc, argv);
   try {
     error_report accept_errors("echo_server: accept");  // outlives the server: its last count
-    tcp_server server({ .endpoint = cli.listen_endpoint(),
-                        .threads = static_cast<std::size_t>(cli.number("threads")),
-                        .distribution = cli.is_set("acceptor")
-                                            ? tcp_server::distribution::acceptor
-                                            : tcp_server::distribution::reuse_port,
-                        .on_accept_error = [&accept_errors](const std::system_error& e) {
-                          accept_errors(e);
-                        } });
+    tcp_server server(
+        { .endpoint = cli.listen_endpoint(),
+          .threads = static_cast<std::size_t>(cli.number("threads")),
+          .distribution = cli.is_set("acceptor") ? tcp_server::distribution::acceptor
+                                                 : tcp_server::distribution::reuse_port,
+          .on_accept_error = [&accept_errors](const std::system_error& e) { accept_errors(e); } });
     const std::chrono::milliseconds idle(cli.number("idle-ms"));
     server.start([&server, idle](tcp_socket connection) {
       return echo(std::move(connection), server, idle);

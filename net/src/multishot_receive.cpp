@@ -49,7 +49,8 @@ std::size_t multishot_receive::take(std::span<std::byte> into) noexcept {
   std::size_t copied = 0;
   while (copied < into.size() && first_ < pieces_.size()) {
     piece& next = pieces_[first_];
-    const std::size_t count = std::min<std::size_t>(next.length - next.consumed, into.size() - copied);
+    const std::size_t count =
+        std::min<std::size_t>(next.length - next.consumed, into.size() - copied);
     const std::span<const std::byte> bytes = buffers_.data(next.id, next.length);
     std::memcpy(into.data() + copied, bytes.data() + next.consumed, count);
     copied += count;

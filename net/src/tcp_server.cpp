@@ -20,8 +20,7 @@ using namespace std::chrono_literals;
 // only: guards are made, drained and destroyed on it). The thread is the last member, so it is
 // joined — its last drain job run — before the rest goes.
 struct tcp_server::thread_state {
-  explicit thread_state(dispatch::handler_thread::options settings)
-      : thread(std::move(settings)) {}
+  explicit thread_state(dispatch::handler_thread::options settings) : thread(std::move(settings)) {}
   std::vector<idle_guard*> idle;
   bool draining = false;
   dispatch::handler_thread thread;
@@ -44,8 +43,8 @@ class tcp_server::accept_errors {
       return;
     }
     if (left_out_ > 0) {
-      std::fprintf(stderr, "cyan::net::tcp_server: accept: %s (%llu more left out)\n",
-                   error.what(), left_out_);
+      std::fprintf(stderr, "cyan::net::tcp_server: accept: %s (%llu more left out)\n", error.what(),
+                   left_out_);
     } else {
       std::fprintf(stderr, "cyan::net::tcp_server: accept: %s\n", error.what());
     }
@@ -100,10 +99,9 @@ void tcp_server::start_with(connection_handler handler) {
   handler_ = std::make_shared<connection_handler>(std::move(handler));
   started_ = true;
   for (std::size_t i = 0; i < bound.size(); ++i) {
-    listeners_.spawn(states_[i]->thread,
-                     [this, i, listener = std::move(bound[i])]() mutable {
-                       return accept_loop(std::move(listener), i);
-                     });
+    listeners_.spawn(states_[i]->thread, [this, i, listener = std::move(bound[i])]() mutable {
+      return accept_loop(std::move(listener), i);
+    });
   }
 }
 

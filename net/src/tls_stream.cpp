@@ -485,8 +485,6 @@ dispatch::task<> tls_stream::read_exact_within(std::span<std::byte> buffer,
         detail::took_input(s, co_await s.socket.read_some(detail::input_room(s), until.left()));
         continue;
       }
-    } catch (const transfer_error&) {
-      throw;
     } catch (const std::system_error& e) {
       failure = e.code();
       what = e.what();

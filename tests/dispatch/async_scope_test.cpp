@@ -179,12 +179,12 @@ TEST(async_scope, join_for_is_false_after_the_limit_and_a_later_join_still_works
     clock_type::duration took;
     std::size_t left;
   };
-  const outcome first = co_spawn(a, [&]() -> task<outcome> {
-                          const auto start = clock_type::now();
-                          const bool joined = co_await scope.join_for(50ms);
-                          co_return outcome{ joined, a.is_current(), clock_type::now() - start,
-                                             scope.size() };
-                        }).get();
+  const outcome first =
+      co_spawn(a, [&]() -> task<outcome> {
+        const auto start = clock_type::now();
+        const bool joined = co_await scope.join_for(50ms);
+        co_return outcome{ joined, a.is_current(), clock_type::now() - start, scope.size() };
+      }).get();
   EXPECT_FALSE(first.joined);
   EXPECT_TRUE(first.home);
   EXPECT_GE(first.took, 50ms);
@@ -241,11 +241,10 @@ TEST(async_scope, join_for_racing_the_last_child_tells_the_truth) {
   for (int round = 0; round < 300; ++round) {
     async_scope scope;
     scope.spawn(pool, []() -> task<> { co_await sleep_for(1ms); });
-    const auto [joined, size_then] =
-        co_spawn(a, [&]() -> task<std::pair<bool, std::size_t>> {
-          const bool joined = co_await scope.join_for(1ms);
-          co_return std::pair{ joined, scope.size() };
-        }).get();
+    const auto [joined, size_then] = co_spawn(a, [&]() -> task<std::pair<bool, std::size_t>> {
+                                       const bool joined = co_await scope.join_for(1ms);
+                                       co_return std::pair{ joined, scope.size() };
+                                     }).get();
     if (joined) {
       ++true_count;
       EXPECT_EQ(size_then, 0U) << "round " << round;

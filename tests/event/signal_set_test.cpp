@@ -165,8 +165,9 @@ TEST(signal_set, stop_and_destruction_end_pending_waits_with_operation_canceled)
   block_signals({ SIGUSR1 });
   handler_thread h;
   std::optional<signal_set> signals;
-  h.post_awaitable([&] { signals.emplace(h.get_event_loop(), std::initializer_list<int>{ SIGUSR1 }); })
-      .get();
+  h.post_awaitable([&] {
+     signals.emplace(h.get_event_loop(), std::initializer_list<int>{ SIGUSR1 });
+   }).get();
   const auto canceled_wait = [&]() -> task<bool> {
     try {
       (void)co_await signals->wait();
@@ -213,8 +214,8 @@ TEST(signal_set, cyan_threads_are_born_with_asynchronous_signals_blocked) {
   handler_thread h;
   EXPECT_FALSE(blocked_here(SIGHUP));
   const auto inside = h.post_awaitable([] {
-                         return std::vector<bool>{ blocked_here(SIGINT), blocked_here(SIGTERM),
-                                                   blocked_here(SIGHUP), blocked_here(SIGUSR1),
+                         return std::vector<bool>{ blocked_here(SIGINT),  blocked_here(SIGTERM),
+                                                   blocked_here(SIGHUP),  blocked_here(SIGUSR1),
                                                    blocked_here(SIGCHLD), blocked_here(SIGSEGV),
                                                    blocked_here(SIGBUS) };
                        }).get();

@@ -97,9 +97,7 @@ class tcp_server : noncopyable {
   template <typename Handler>
   requires std::invocable<Handler&, tcp_socket> &&
       std::same_as<std::invoke_result_t<Handler&, tcp_socket>, dispatch::task<>>
-  void start(Handler handler) {
-    start_with(connection_handler(std::move(handler)));
-  }
+  void start(Handler handler) { start_with(connection_handler(std::move(handler))); }
 
   /// The address the listeners are bound to (the real port after port 0). Throws
   /// std::logic_error before start().

@@ -112,9 +112,9 @@ class multishot_receive final : public event::detail::ring_operation {
   event::detail::buffer_ring& buffers_;
   std::vector<piece> pieces_;  // held, oldest first from first_
   std::size_t first_ = 0;
-  int end_ = kNoEnd;           // held end: 0 end of stream, -errno an error
-  bool received_ = false;      // a byte came since arm(): EINVAL is then not a refusal
-  bool cancelling_ = false;    // cancel() asked the kernel to end the receive
+  int end_ = kNoEnd;         // held end: 0 end of stream, -errno an error
+  bool received_ = false;    // a byte came since arm(): EINVAL is then not a refusal
+  bool cancelling_ = false;  // cancel() asked the kernel to end the receive
   bool throttled_ = false;
   bool starved_ = false;
   bool refused_ = false;

@@ -188,8 +188,7 @@ class socket_core : noncopyable {
   [[nodiscard]] std::size_t take_held(std::span<std::byte> into) noexcept;
   /// With no bytes held, the received end: 0 for end of stream, -errno; nullopt when none.
   [[nodiscard]] std::optional<int> take_held_end() noexcept {
-    return carried_offset_ < carried_.size() || !multishot_ ? std::nullopt
-                                                             : multishot_->take_end();
+    return carried_offset_ < carried_.size() || !multishot_ ? std::nullopt : multishot_->take_end();
   }
   /// Ends a multishot receive (cancelled, and waited for) and returns every byte held, for
   /// release(). A held end or error is not kept: the kernel reports it again. [its thread]
@@ -273,11 +272,11 @@ class socket_core : noncopyable {
   unsigned reads_at_once_ = 0;                     // see read_finished_at_once()
   // io_uring's multishot receive (see the top of this file): made at the first read.
   std::unique_ptr<multishot_receive> multishot_;
-  std::vector<std::byte> carried_;  // bytes adopted from another socket (carry())
-  std::size_t carried_offset_ = 0;  // of which already read
+  std::vector<std::byte> carried_;      // bytes adopted from another socket (carry())
+  std::size_t carried_offset_ = 0;      // of which already read
   std::uint8_t ring_reads_waited_ = 0;  // single-shot receives in a row that waited
-  bool use_multishot_ = false;      // the reads keep waiting: read through a multishot receive
-  bool multishot_refused_ = false;  // no provided buffers, or a kernel before 6.0
+  bool use_multishot_ = false;          // the reads keep waiting: read through a multishot receive
+  bool multishot_refused_ = false;      // no provided buffers, or a kernel before 6.0
 };
 
 /// The part every socket awaiter shares: on epoll, try first, wait for readiness on EAGAIN; on
@@ -349,7 +348,7 @@ class io_wait : protected dispatch::detail::ring_wait {
 
   timeout_type timeout_;
   event::io_events direction_;
-  bool polling_ = false;  // io_uring: the next call is a poll for direction_
+  bool polling_ = false;                // io_uring: the next call is a poll for direction_
   std::uint64_t submitted_before_ = 0;  // io_uring: the ring's reaps() when the call was queued
 };
 
