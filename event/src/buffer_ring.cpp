@@ -10,8 +10,7 @@ constexpr std::size_t kRingBytes = buffer_ring::kCount * sizeof(io_uring_buf);
 constexpr std::size_t kMemoryBytes = buffer_ring::kCount * buffer_ring::kSize;
 
 void* map(std::size_t bytes) noexcept {
-  void* memory =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
   return memory == MAP_FAILED ? nullptr : memory;
 }
 

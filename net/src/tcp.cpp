@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>

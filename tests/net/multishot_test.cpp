@@ -175,6 +175,19 @@ task<> send_late_bytes(tcp_listener& listener, int rounds) {
   EXPECT_EQ(co_await s.read_some(go, 5s), 0u);
 }
 
+// After a read that ended without its bytes (a timeout, a stop): asks send_late_bytes' peer for
+// them, lets them arrive while no read waits, and finds them whole in the next read; then the
+// socket closes and the thread's buffers are all back.
+task<> late_bytes_are_the_next_read(tcp_socket& s, std::span<std::byte> buffer) {
+  const std::byte go[1] = { std::byte{ 1 } };
+  co_await s.write_all(std::span<const std::byte>(go), 5s);
+  co_await sleep_for(50ms);  // the bytes come while no read waits
+  co_await s.read_exact(buffer, 5s);
+  EXPECT_EQ(first_mismatch(12, buffer), buffer.size());
+  s.close();
+  expect_buffers_back();
+}
+
 TEST(multishot, bytes_arriving_after_a_read_timed_out_are_the_next_reads) {
   connected_pair pair;
   auto reader = co_spawn(pair.reader_thread, [&]() -> task<> {
@@ -183,13 +196,7 @@ TEST(multishot, bytes_arriving_after_a_read_timed_out_are_the_next_reads) {
     expect_switched(s);
     std::byte buffer[3000];
     EXPECT_EQ(co_await cyan::test::failure_of(s.read_some(buffer, 20ms)), std::errc::timed_out);
-    const std::byte go[1] = { std::byte{ 1 } };
-    co_await s.write_all(std::span<const std::byte>(go), 5s);
-    co_await sleep_for(50ms);  // the bytes come while no read waits
-    co_await s.read_exact(buffer, 5s);
-    EXPECT_EQ(first_mismatch(12, buffer), sizeof buffer);
-    s.close();
-    expect_buffers_back();
+    co_await late_bytes_are_the_next_read(s, buffer);
   });
   co_spawn(pair.peer_thread, [&]() { return send_late_bytes(pair.listener, kSwitchRounds); }).get();
   reader.get();
@@ -205,18 +212,14 @@ TEST(multishot, bytes_arriving_after_a_read_was_stopped_are_the_next_reads) {
     std::stop_source stop;
     auto stopped = co_spawn(
         pair.reader_thread,
-        [&]() -> task<std::error_code> { co_return co_await cyan::test::failure_of(s.read_some(buffer)); },
+        [&]() -> task<std::error_code> {
+          co_return co_await cyan::test::failure_of(s.read_some(buffer));
+        },
         stop.get_token());
     co_await sleep_for(20ms);
     stop.request_stop();
     EXPECT_EQ(co_await stopped, std::errc::operation_canceled);
-    const std::byte go[1] = { std::byte{ 1 } };
-    co_await s.write_all(std::span<const std::byte>(go), 5s);
-    co_await sleep_for(50ms);
-    co_await s.read_exact(buffer, 5s);
-    EXPECT_EQ(first_mismatch(12, buffer), sizeof buffer);
-    s.close();
-    expect_buffers_back();
+    co_await late_bytes_are_the_next_read(s, buffer);
   });
   co_spawn(pair.peer_thread, [&]() { return send_late_bytes(pair.listener, kSwitchRounds); }).get();
   reader.get();
@@ -243,7 +246,8 @@ TEST(multishot, close_with_bytes_held_and_the_receive_armed_gives_the_buffers_ba
       co_await s.write_all(std::span<const std::byte>(pattern(22, 1000)), 5s);
     }
     std::byte end[1];
-    (void)co_await cyan::test::failure_of(s.read_some(end, 5s));  // end of stream, or a reset (bytes unread)
+    (void)co_await cyan::test::failure_of(
+        s.read_some(end, 5s));  // end of stream, or a reset (bytes unread)
   }).get();
   reader.get();
 }
@@ -272,7 +276,8 @@ TEST(multishot, a_socket_destroyed_with_its_receive_armed_leaves_nothing_for_a_l
     while (!destroyed) {
       co_await sleep_for(1ms);
     }
-    (void)co_await cyan::test::failure_of(s.write_all(std::span<const std::byte>(pattern(33, 100)), 5s));
+    (void)co_await cyan::test::failure_of(
+        s.write_all(std::span<const std::byte>(pattern(33, 100)), 5s));
     tcp_socket other = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
     co_await other.write_all(std::span<const std::byte>(pattern(32, 5)), 5s);
   }).get();
@@ -330,7 +335,7 @@ TEST(multishot, a_receive_handed_to_a_ring_that_ends_at_once_is_freed_with_the_r
   {
     tcp_socket s = accepted.get();
     EXPECT_TRUE(s.is_open());
-  }  // destroyed on the main thread, its receive armed
+  }                       // destroyed on the main thread, its receive armed
   reader_thread.reset();  // at once: the receive's last completion may not have come
   EXPECT_EQ(peer.get(), 0u) << "the peer reads end of stream";
 }

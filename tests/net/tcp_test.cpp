@@ -803,8 +803,7 @@ TEST(tcp, a_reader_that_never_waits_lets_its_threads_other_tasks_run) {
   if (cyan::net::current_backend() == cyan::net::backend::epoll) {
     // Every read finds its data at once here: the other task runs when the 32nd yields, before
     // the reader counts it.
-    EXPECT_EQ(reads_when_other_ran.load(),
-              cyan::net::detail::socket_core::kReadsBeforeYield - 1);
+    EXPECT_EQ(reads_when_other_ran.load(), cyan::net::detail::socket_core::kReadsBeforeYield - 1);
   }
   run_on(h, [&]() -> task<> {
     reader.close();

@@ -43,7 +43,8 @@ class buffer_ring : noncopyable {
   ~buffer_ring();
 
   /// The first `length` bytes of buffer `id`.
-  [[nodiscard]] std::span<const std::byte> data(std::uint16_t id, std::size_t length) const noexcept {
+  [[nodiscard]] std::span<const std::byte> data(std::uint16_t id,
+                                                std::size_t length) const noexcept {
     return { memory_ + std::size_t{ id } * kSize, length };
   }
   /// A completion handed buffer `id` out of the pool.
