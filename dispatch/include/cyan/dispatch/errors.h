@@ -19,4 +19,11 @@ class executor_stopped : public std::logic_error {
   explicit executor_stopped(const char* what) : std::logic_error(what) {}
 };
 
+/// Thrown by channel::send() once the channel is closed (also to a send that was waiting when
+/// close() came): its item was not sent.
+class channel_closed : public std::logic_error {
+ public:
+  channel_closed() : std::logic_error("cyan::dispatch::channel: send on a closed channel") {}
+};
+
 }  // namespace cyan::dispatch

@@ -1,0 +1,216 @@
+#pragma once
+
+// The waiting half of cyan's coroutine synchronisation primitives (async_mutex, async_semaphore,
+// async_event, async_latch, channel): a FIFO list of suspended coroutines behind a spin lock, and
+// the awaiter base every primitive's awaiter derives from.
+//
+// A primitive keeps its fast path in its own atomic word (no lock, no system call) and comes
+// here only to wait. Whoever gives a waiter what it waits for (a unit, the lock, an item, the
+// event) does so under the list's lock and marks it granted; a stop request removes a waiter
+// under the same lock and marks it cancelled. So a hand-off and a cancellation of one waiter are
+// ordered by the lock: a waiter either got the thing (and its co_await returns it, even if a
+// stop came an instant later) or was cancelled (and holds nothing): nothing is lost or leaked.
+//
+// A wait, in phases:
+//   admit      a task whose branch is abandoned does not wait (its drop is posted); one whose
+//              stop was requested ends at once with operation_canceled.
+//   enqueue    under the lock the primitive tries once more (its word may have changed) and
+//              otherwise links the waiter, which notes its coroutine, branch and home.
+//   watch      the task's stop token gets a callback (which may run at once, on this thread).
+//   rendezvous the waker and await_suspend() meet (arrived_): the second goes on with the
+//              coroutine, so a grant that comes before await_suspend() returned is no race.
+//   resume     on the waiter's home, always through its queue (a grant never runs the waiter
+//              inside the granting call: a chain of hand-offs cannot grow the stack), or at once
+//              for a coroutine that has no home (a foreign one, or one on a plain thread).
+//   withdraw   the frame destroyed while waiting (or dropped after a grant) unlinks the waiter,
+//              or gives back what it was granted (give_back: the primitive passes it on).
+
+#include <atomic>
+#include <coroutine>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+
+#include "cyan/common/detail/backoff.h"
+#include "cyan/dispatch/detail/coro_env.h"
+
+namespace cyan::dispatch::detail {
+
+/// A lock for a few instructions' work (linking a waiter, handing one something): spins briefly,
+/// then yields, so a holder that was preempted gets the CPU back.
+class spin_lock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      cyan::detail::backoff wait;
+      while (locked_.load(std::memory_order_relaxed)) {
+        wait.wait();
+      }
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{ false };
+};
+
+class sync_wait;
+
+/// Waiters granted under a list's lock, in grant order, to be woken after it is released.
+class granted_chain {
+ public:
+  granted_chain() noexcept = default;
+  granted_chain(const granted_chain&) = delete;
+  granted_chain& operator=(const granted_chain&) = delete;
+  ~granted_chain() { wake_all(); }
+
+  /// Adds a waiter that was unlinked and marked granted. [under the lock]
+  void add(sync_wait& waiter) noexcept;
+  /// Wakes them all, in order. [after unlocking]
+  void wake_all() noexcept;
+
+ private:
+  sync_wait* head_ = nullptr;
+  sync_wait* tail_ = nullptr;
+};
+
+/// A primitive's waiters, first come first served, and the lock that guards them (and whatever
+/// state of the primitive only waiters touch). Neither copyable nor movable.
+class wait_list {
+ public:
+  /// `emptied` runs under the lock when a stop request or a withdrawal removes the last waiter,
+  /// so the primitive can clear its "waiters present" flag; `owner` is passed to it.
+  wait_list(void (*emptied)(void* owner) noexcept, void* owner) noexcept
+      : emptied_(emptied), owner_(owner) {}
+  wait_list(const wait_list&) = delete;
+  wait_list& operator=(const wait_list&) = delete;
+
+  spin_lock& lock() noexcept { return lock_; }
+
+  // Under lock():
+  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+  [[nodiscard]] sync_wait* front() const noexcept { return head_; }
+  void push_back(sync_wait& waiter) noexcept;
+  /// Unlinks the first waiter and marks it granted; the caller wakes it after unlocking.
+  sync_wait* grant_front() noexcept;
+  /// Unlinks every waiter, marks each granted and adds it to `woken`.
+  void grant_all(granted_chain& woken) noexcept;
+
+ private:
+  friend class sync_wait;
+  void unlink(sync_wait& waiter) noexcept;
+
+  spin_lock lock_;
+  sync_wait* head_ = nullptr;
+  sync_wait* tail_ = nullptr;
+  void (*emptied_)(void* owner) noexcept;
+  void* owner_;
+};
+
+/// The base of a primitive's awaiter (see the top of this file). Neither copyable nor movable:
+/// a waiting awaiter is known by address. The derived awaiter calls suspend() from
+/// await_suspend() and finish() from await_resume().
+class sync_wait {
+ public:
+  sync_wait(const sync_wait&) = delete;
+  sync_wait& operator=(const sync_wait&) = delete;
+
+  /// Wakes a waiter that grant_front() (or the primitive, under the lock) granted, after the
+  /// lock was released. [any thread]
+  void wake() noexcept {
+    if (arrive()) {
+      resume_later_on(home_, coroutine_, owner_);
+    }
+  }
+
+  /// Under the lock: marks a waiter that the primitive unlinked itself as granted.
+  void mark_granted() noexcept { state_ = state::granted; }
+
+ protected:
+  /// `give_back` runs when a waiter that was granted something is destroyed before it resumed
+  /// (its task dropped): the primitive passes the thing on. Null when there is nothing to give.
+  sync_wait(wait_list& list, void (*give_back)(sync_wait& waiter) noexcept) noexcept
+      : list_(list), give_back_(give_back) {}
+  ~sync_wait() { withdraw(); }
+
+  /// What the primitive's second try under the lock found.
+  enum class attempt { wait, done };
+
+  /// The admit, enqueue, watch and rendezvous phases. `retry` runs under the lock before the
+  /// waiter is linked (returns attempt::done when the wait is not needed after all: the
+  /// derived awaiter noted its result); `linked` runs under the lock right after the waiter was
+  /// linked (the primitive sets its "waiters present" flag). Returns await_suspend's answer.
+  template <typename Promise, typename Retry, typename Linked>
+  bool suspend(std::coroutine_handle<Promise> suspended, Retry&& retry, Linked&& linked) {
+    branch* owner = branch_of(suspended);
+    if (owner != nullptr) {
+      if (owner->abandoned()) {
+        resume_later_on(current_executor(), suspended, owner);  // it drops the branch
+        return true;
+      }
+      if (owner->token.stop_requested()) {
+        cancelled_ = true;
+        return false;
+      }
+    }
+    coroutine_ = suspended;
+    owner_ = owner;
+    if constexpr (wants_home<Promise>) {
+      home_ = current_executor();
+    }
+    {
+      std::lock_guard guard(list_.lock());
+      if (retry() == attempt::done) {
+        coroutine_ = nullptr;
+        return false;
+      }
+      list_.push_back(*this);
+      linked();
+    }
+    if (owner != nullptr && owner->token.stop_possible()) {
+      stop_watch_.emplace(owner->token, on_stop{ this });  // may cancel at once
+    }
+    return !arrive();
+  }
+
+  /// For await_resume(): waits for a stop callback still running on another thread; returns
+  /// whether the wait was cancelled (the derived awaiter then throws operation_canceled).
+  [[nodiscard]] bool finish() noexcept {
+    resumed_ = true;
+    stop_watch_.reset();
+    return cancelled_;
+  }
+
+  /// The withdraw phase, for a derived destructor that must run it while it is still whole
+  /// (its give_back reads it); a later call does nothing.
+  void withdraw() noexcept;
+
+ private:
+  friend class wait_list;
+  friend class granted_chain;
+  enum class state : unsigned char { idle, waiting, granted, cancelled };
+
+  struct on_stop {
+    sync_wait* self;
+    void operator()() const noexcept { self->stop_requested(); }
+  };
+
+  // acq_rel: the second to arrive acquires what the first released.
+  bool arrive() noexcept { return arrived_.exchange(true, std::memory_order_acq_rel); }
+  void stop_requested() noexcept;
+
+  wait_list& list_;
+  void (*give_back_)(sync_wait& waiter) noexcept;
+  sync_wait* prev_ = nullptr;  // the list's, under its lock
+  sync_wait* next_ = nullptr;
+  state state_ = state::idle;  // under the list's lock once linked
+  bool cancelled_ = false;
+  bool resumed_ = false;
+  std::coroutine_handle<> coroutine_;
+  branch* owner_ = nullptr;
+  executor_ref home_;
+  std::atomic<bool> arrived_{ false };
+  std::optional<std::stop_callback<on_stop>> stop_watch_;
+};
+
+}  // namespace cyan::dispatch::detail

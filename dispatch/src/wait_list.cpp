@@ -1,0 +1,101 @@
+#include "cyan/dispatch/detail/wait_list.h"
+
+#include <utility>
+
+namespace cyan::dispatch::detail {
+
+void wait_list::push_back(sync_wait& waiter) noexcept {
+  waiter.state_ = sync_wait::state::waiting;
+  waiter.prev_ = tail_;
+  waiter.next_ = nullptr;
+  if (tail_ != nullptr) {
+    tail_->next_ = &waiter;
+  } else {
+    head_ = &waiter;
+  }
+  tail_ = &waiter;
+}
+
+void wait_list::unlink(sync_wait& waiter) noexcept {
+  (waiter.prev_ != nullptr ? waiter.prev_->next_ : head_) = waiter.next_;
+  (waiter.next_ != nullptr ? waiter.next_->prev_ : tail_) = waiter.prev_;
+  waiter.prev_ = waiter.next_ = nullptr;
+}
+
+sync_wait* wait_list::grant_front() noexcept {
+  sync_wait* first = head_;
+  if (first != nullptr) {
+    unlink(*first);
+    first->state_ = sync_wait::state::granted;
+  }
+  return first;
+}
+
+void wait_list::grant_all(granted_chain& woken) noexcept {
+  while (sync_wait* waiter = grant_front()) {
+    woken.add(*waiter);
+  }
+}
+
+void granted_chain::add(sync_wait& waiter) noexcept {
+  waiter.next_ = nullptr;
+  (tail_ != nullptr ? tail_->next_ : head_) = &waiter;
+  tail_ = &waiter;
+}
+
+void granted_chain::wake_all() noexcept {
+  sync_wait* waiter = std::exchange(head_, nullptr);
+  tail_ = nullptr;
+  while (waiter != nullptr) {
+    // Read before the wake: from then on the waiter may resume and be gone.
+    sync_wait* next = std::exchange(waiter->next_, nullptr);
+    waiter->wake();
+    waiter = next;
+  }
+}
+
+void sync_wait::stop_requested() noexcept {
+  {
+    std::lock_guard guard(list_.lock());
+    if (state_ != state::waiting) {
+      return;  // granted first: the grant wins
+    }
+    list_.unlink(*this);
+    state_ = state::cancelled;
+    if (list_.empty()) {
+      list_.emptied_(list_.owner_);
+    }
+  }
+  cancelled_ = true;
+  if (arrive()) {
+    // Through the home's queue even on the home: this callback must return before the
+    // coroutine may destroy it.
+    resume_later_on(home_, coroutine_, owner_);
+  }
+}
+
+void sync_wait::withdraw() noexcept {
+  if (!coroutine_ || resumed_) {
+    return;  // never waited, or went on normally
+  }
+  resumed_ = true;
+  stop_watch_.reset();  // waits for a stop callback running on another thread
+  bool give = false;
+  {
+    std::lock_guard guard(list_.lock());
+    if (state_ == state::waiting) {
+      list_.unlink(*this);
+      state_ = state::cancelled;
+      if (list_.empty()) {
+        list_.emptied_(list_.owner_);
+      }
+    } else if (state_ == state::granted) {
+      give = give_back_ != nullptr;
+    }
+  }
+  if (give) {
+    give_back_(*this);
+  }
+}
+
+}  // namespace cyan::dispatch::detail

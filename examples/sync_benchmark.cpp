@@ -1,0 +1,487 @@
+// Synchronisation benchmark: cyan's channel and async_mutex against the peers a user would pick,
+// in one run.
+//   ping-pong   — two handler threads pass an item back and forth R round trips through two
+//                 channels of capacity 1: cyan channel (tasks on two handler threads), Asio
+//                 experimental::concurrent_channel (awaitables on two io_contexts, one thread
+//                 each), and a std::mutex + std::condition_variable + std::deque queue between
+//                 two std::threads.
+//   streaming   — one sender, one receiver on two threads, N items one way through a channel of
+//                 capacity 1,024: the same three arms (the mutex queue is bounded the same way).
+//   fan-in      — 2 producer tasks on a pool of 2 threads, 1 consumer on a handler thread,
+//                 capacity 64, N items in all: cyan (thread_pool + handler_thread) against Asio
+//                 (producers on an io_context run by 2 threads, the consumer on another).
+//   mutex uncontended — one task takes and releases a lock L times on a handler thread: cyan
+//                 async_mutex (co_await scoped_lock(), guard destroyed) and, for scale, a
+//                 std::mutex lock/unlock in the same kind of task.
+//   mutex contended — 4 tasks on a pool of 2 each take the lock L times and increment a shared
+//                 counter: cyan async_mutex, against an Asio strand on a thread_pool of 2 that
+//                 runs the same increments posted by 4 posters.
+// Checksums: ping-pong — the last value (the round trips); streaming and fan-in — the sum of
+// the items received; mutex — the counter.
+//
+//   CYAN_BENCH_PINGPONG     round trips per run (default 1000000)
+//   CYAN_BENCH_STREAM       items per streaming run (default 10000000)
+//   CYAN_BENCH_FANIN        items per fan-in run (default 4000000)
+//   CYAN_BENCH_LOCKS        lock + unlock per task (default 1000000)
+//   CYAN_BENCH_REPS         repetitions per arm (default 11)
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <latch>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <cyan/dispatch.h>
+
+#include "bench/harness.h"
+
+namespace {
+
+namespace asio = boost::asio;
+using cyan::bench::sample;
+using cyan::dispatch::channel;
+using cyan::dispatch::co_spawn;
+using cyan::dispatch::handler_thread;
+using cyan::dispatch::task;
+using cyan::dispatch::thread_pool;
+
+/// An io_context run by `threads` threads of its own until destroyed.
+class asio_threads {
+ public:
+  explicit asio_threads(int threads = 1) : guard_(io_.get_executor()) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this] { io_.run(); });
+    }
+    asio::post(io_, asio::use_future).get();  // warm: a thread runs
+  }
+  ~asio_threads() {
+    guard_.reset();
+    for (auto& t : threads_) {
+      t.join();
+    }
+  }
+  asio::io_context& io() { return io_; }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::vector<std::thread> threads_;
+};
+
+using asio_channel =
+    asio::experimental::concurrent_channel<void(boost::system::error_code, std::uint64_t)>;
+
+/// The hand-rolled peer: a bounded FIFO behind one std::mutex and two condition variables.
+class locked_queue {
+ public:
+  explicit locked_queue(std::size_t capacity) : capacity_(capacity) {}
+  void push(std::uint64_t v) {
+    std::unique_lock lock(mutex_);
+    not_full_.wait(lock, [&] { return items_.size() < capacity_; });
+    items_.push_back(v);
+    lock.unlock();
+    not_empty_.notify_one();
+  }
+  std::uint64_t pop() {
+    std::unique_lock lock(mutex_);
+    not_empty_.wait(lock, [&] { return !items_.empty(); });
+    const std::uint64_t v = items_.front();
+    items_.pop_front();
+    lock.unlock();
+    not_full_.notify_one();
+    return v;
+  }
+
+ private:
+  const std::size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_empty_;
+  std::condition_variable not_full_;
+  std::deque<std::uint64_t> items_;
+};
+
+// ---- ping-pong ----------------------------------------------------------------------------
+
+sample cyan_ping_pong(handler_thread& a, handler_thread& b, std::uint64_t trips) {
+  channel<std::uint64_t> there(1);
+  channel<std::uint64_t> back(1);
+  return cyan::bench::time([&] {
+    auto echo = co_spawn(b, [&]() -> task<> {
+      for (std::uint64_t i = 0; i < trips; ++i) {
+        const std::uint64_t v = *co_await there.receive();
+        co_await back.send(v + 1);
+      }
+    });
+    const std::uint64_t last = co_spawn(a, [&]() -> task<std::uint64_t> {
+                                 std::uint64_t v = 0;
+                                 for (std::uint64_t i = 0; i < trips; ++i) {
+                                   co_await there.send(v);
+                                   v = *co_await back.receive();
+                                 }
+                                 co_return v;
+                               }).get();
+    echo.get();
+    return last;
+  });
+}
+
+sample asio_ping_pong(asio_threads& a, asio_threads& b, std::uint64_t trips) {
+  asio_channel there(a.io(), 1);
+  asio_channel back(a.io(), 1);
+  return cyan::bench::time([&] {
+    auto echo = asio::co_spawn(
+        b.io(),
+        [&]() -> asio::awaitable<void> {
+          for (std::uint64_t i = 0; i < trips; ++i) {
+            const std::uint64_t v = co_await there.async_receive(asio::use_awaitable);
+            co_await back.async_send(boost::system::error_code{}, v + 1, asio::use_awaitable);
+          }
+        },
+        asio::use_future);
+    const std::uint64_t last = asio::co_spawn(
+                                   a.io(),
+                                   [&]() -> asio::awaitable<std::uint64_t> {
+                                     std::uint64_t v = 0;
+                                     for (std::uint64_t i = 0; i < trips; ++i) {
+                                       co_await there.async_send(boost::system::error_code{}, v,
+                                                                 asio::use_awaitable);
+                                       v = co_await back.async_receive(asio::use_awaitable);
+                                     }
+                                     co_return v;
+                                   },
+                                   asio::use_future)
+                                   .get();
+    echo.get();
+    return last;
+  });
+}
+
+sample locked_ping_pong(std::uint64_t trips) {
+  locked_queue there(1);
+  locked_queue back(1);
+  return cyan::bench::time([&] {
+    std::thread echo([&] {
+      for (std::uint64_t i = 0; i < trips; ++i) {
+        back.push(there.pop() + 1);
+      }
+    });
+    std::uint64_t v = 0;
+    for (std::uint64_t i = 0; i < trips; ++i) {
+      there.push(v);
+      v = back.pop();
+    }
+    echo.join();
+    return v;
+  });
+}
+
+// ---- streaming ----------------------------------------------------------------------------
+
+constexpr std::size_t kStreamCapacity = 1024;
+
+sample cyan_streaming(handler_thread& a, handler_thread& b, std::uint64_t items) {
+  channel<std::uint64_t> ch(kStreamCapacity);
+  return cyan::bench::time([&] {
+    auto sender = co_spawn(a, [&]() -> task<> {
+      for (std::uint64_t i = 0; i < items; ++i) {
+        co_await ch.send(i);
+      }
+      ch.close();
+    });
+    const std::uint64_t sum = co_spawn(b, [&]() -> task<std::uint64_t> {
+                                std::uint64_t total = 0;
+                                while (auto v = co_await ch.receive()) {
+                                  total += *v;
+                                }
+                                co_return total;
+                              }).get();
+    sender.get();
+    return sum;
+  });
+}
+
+sample asio_streaming(asio_threads& a, asio_threads& b, std::uint64_t items) {
+  asio_channel ch(a.io(), kStreamCapacity);
+  return cyan::bench::time([&] {
+    auto sender = asio::co_spawn(
+        a.io(),
+        [&]() -> asio::awaitable<void> {
+          for (std::uint64_t i = 0; i < items; ++i) {
+            co_await ch.async_send(boost::system::error_code{}, i, asio::use_awaitable);
+          }
+        },
+        asio::use_future);
+    const std::uint64_t sum = asio::co_spawn(
+                                  b.io(),
+                                  [&]() -> asio::awaitable<std::uint64_t> {
+                                    std::uint64_t total = 0;
+                                    for (std::uint64_t i = 0; i < items; ++i) {
+                                      total += co_await ch.async_receive(asio::use_awaitable);
+                                    }
+                                    co_return total;
+                                  },
+                                  asio::use_future)
+                                  .get();
+    sender.get();
+    return sum;
+  });
+}
+
+sample locked_streaming(std::uint64_t items) {
+  locked_queue q(kStreamCapacity);
+  return cyan::bench::time([&] {
+    std::thread sender([&] {
+      for (std::uint64_t i = 0; i < items; ++i) {
+        q.push(i);
+      }
+    });
+    std::uint64_t total = 0;
+    for (std::uint64_t i = 0; i < items; ++i) {
+      total += q.pop();
+    }
+    sender.join();
+    return total;
+  });
+}
+
+// ---- fan-in -------------------------------------------------------------------------------
+
+constexpr std::size_t kFanInCapacity = 64;
+
+sample cyan_fan_in(thread_pool& pool, handler_thread& consumer, std::uint64_t items) {
+  channel<std::uint64_t> ch(kFanInCapacity);
+  const std::uint64_t half = items / 2;
+  return cyan::bench::time([&] {
+    auto produce = [&](std::uint64_t first) -> task<> {
+      for (std::uint64_t i = first; i < first + half; ++i) {
+        co_await ch.send(i);
+      }
+    };
+    auto p0 = co_spawn(pool, [&]() -> task<> { co_await produce(0); });
+    auto p1 = co_spawn(pool, [&]() -> task<> { co_await produce(half); });
+    const std::uint64_t sum = co_spawn(consumer, [&]() -> task<std::uint64_t> {
+                                std::uint64_t total = 0;
+                                for (std::uint64_t i = 0; i < 2 * half; ++i) {
+                                  total += *co_await ch.receive();
+                                }
+                                co_return total;
+                              }).get();
+    p0.get();
+    p1.get();
+    return sum;
+  });
+}
+
+sample asio_fan_in(asio_threads& producers, asio_threads& consumer, std::uint64_t items) {
+  asio_channel ch(consumer.io(), kFanInCapacity);
+  const std::uint64_t half = items / 2;
+  return cyan::bench::time([&] {
+    auto produce = [&](std::uint64_t first) -> asio::awaitable<void> {
+      for (std::uint64_t i = first; i < first + half; ++i) {
+        co_await ch.async_send(boost::system::error_code{}, i, asio::use_awaitable);
+      }
+    };
+    auto p0 = asio::co_spawn(producers.io(), produce(0), asio::use_future);
+    auto p1 = asio::co_spawn(producers.io(), produce(half), asio::use_future);
+    const std::uint64_t sum = asio::co_spawn(
+                                  consumer.io(),
+                                  [&]() -> asio::awaitable<std::uint64_t> {
+                                    std::uint64_t total = 0;
+                                    for (std::uint64_t i = 0; i < 2 * half; ++i) {
+                                      total += co_await ch.async_receive(asio::use_awaitable);
+                                    }
+                                    co_return total;
+                                  },
+                                  asio::use_future)
+                                  .get();
+    p0.get();
+    p1.get();
+    return sum;
+  });
+}
+
+// ---- mutex --------------------------------------------------------------------------------
+
+sample cyan_uncontended(handler_thread& h, std::uint64_t locks) {
+  cyan::dispatch::async_mutex m;
+  std::uint64_t counter = 0;
+  return cyan::bench::time([&] {
+    co_spawn(h, [&]() -> task<> {
+      for (std::uint64_t i = 0; i < locks; ++i) {
+        auto guard = co_await m.scoped_lock();
+        ++counter;
+      }
+    }).get();
+    return counter;
+  });
+}
+
+sample std_uncontended(handler_thread& h, std::uint64_t locks) {
+  std::mutex m;
+  std::uint64_t counter = 0;
+  return cyan::bench::time([&] {
+    co_spawn(h, [&]() -> task<> {
+      for (std::uint64_t i = 0; i < locks; ++i) {
+        std::lock_guard guard(m);
+        ++counter;
+      }
+      co_return;
+    }).get();
+    return counter;
+  });
+}
+
+constexpr int kLockers = 4;
+
+sample cyan_contended(thread_pool& pool, std::uint64_t locks) {
+  cyan::dispatch::async_mutex m;
+  std::uint64_t counter = 0;
+  return cyan::bench::time([&] {
+    std::vector<cyan::dispatch::future<void>> done;
+    for (int t = 0; t < kLockers; ++t) {
+      done.push_back(co_spawn(pool, [&]() -> task<> {
+        for (std::uint64_t i = 0; i < locks; ++i) {
+          auto guard = co_await m.scoped_lock();
+          ++counter;
+        }
+      }));
+    }
+    for (auto& f : done) {
+      f.get();
+    }
+    return counter;
+  });
+}
+
+sample asio_strand_increments(std::uint64_t locks) {
+  asio::thread_pool pool(2);
+  auto strand = asio::make_strand(pool);
+  std::uint64_t counter = 0;
+  const std::uint64_t total = kLockers * locks;
+  std::latch finished(1);
+  const sample result = cyan::bench::time([&] {
+    for (int t = 0; t < kLockers; ++t) {
+      asio::post(pool, [&] {
+        for (std::uint64_t i = 0; i < locks; ++i) {
+          asio::post(strand, [&] {
+            if (++counter == total) {
+              finished.count_down();
+            }
+          });
+        }
+      });
+    }
+    finished.wait();
+    return counter;
+  });
+  pool.join();
+  return result;
+}
+
+// ---- running and reporting ----------------------------------------------------------------
+
+bool run_ping_pong(std::uint64_t trips) {
+  handler_thread a;
+  handler_thread b;
+  asio_threads asio_a;
+  asio_threads asio_b;
+  cyan::bench::suite s{ "sync", "channel ping-pong" };
+  s.add("cyan channel", [&] { return cyan_ping_pong(a, b, trips); });
+  s.add("asio concurrent_channel", [&] { return asio_ping_pong(asio_a, asio_b, trips); });
+  s.add("mutex + condition_variable queue", [&] { return locked_ping_pong(trips); });
+  const bool ok = s.run();
+  s.goal("cyan channel", "asio concurrent_channel", 10.0);
+  s.goal("cyan channel", "mutex + condition_variable queue", 2.0);
+  return ok;
+}
+
+bool run_streaming(std::uint64_t items) {
+  handler_thread a;
+  handler_thread b;
+  asio_threads asio_a;
+  asio_threads asio_b;
+  cyan::bench::suite s{ "sync", "channel streaming" };
+  s.add("cyan channel", [&] { return cyan_streaming(a, b, items); });
+  s.add("asio concurrent_channel", [&] { return asio_streaming(asio_a, asio_b, items); });
+  s.add("mutex + condition_variable queue", [&] { return locked_streaming(items); });
+  const bool ok = s.run();
+  s.goal("cyan channel", "asio concurrent_channel", 10.0);
+  s.goal("cyan channel", "mutex + condition_variable queue", 2.0);
+  return ok;
+}
+
+bool run_fan_in(std::uint64_t items) {
+  thread_pool pool(2);
+  handler_thread consumer;
+  asio_threads asio_producers(2);
+  asio_threads asio_consumer;
+  cyan::bench::suite s{ "sync", "channel fan-in" };
+  s.add("cyan channel", [&] { return cyan_fan_in(pool, consumer, items); });
+  s.add("asio concurrent_channel", [&] { return asio_fan_in(asio_producers, asio_consumer, items); });
+  const bool ok = s.run();
+  s.goal("cyan channel", "asio concurrent_channel", 5.0);
+  return ok;
+}
+
+bool run_uncontended(std::uint64_t locks) {
+  handler_thread h;
+  cyan::bench::suite s{ "sync", "mutex uncontended" };
+  s.add("cyan async_mutex", [&] { return cyan_uncontended(h, locks); });
+  s.add("std::mutex", [&] { return std_uncontended(h, locks); });
+  const bool ok = s.run();
+  const double ns = s.median("cyan async_mutex") / static_cast<double>(locks) * 1e9;
+  const bool met = ns <= 20.0;
+  std::printf("goal: cyan async_mutex uncontended lock + unlock <= 20 ns: %.1f ns -- %s\n", ns,
+              met ? "met" : "MISSED");
+  std::fflush(stdout);
+  return ok;
+}
+
+bool run_contended(std::uint64_t locks) {
+  thread_pool pool(2);
+  cyan::bench::suite s{ "sync", "mutex contended" };
+  s.add("cyan async_mutex", [&] { return cyan_contended(pool, locks); });
+  s.add("asio strand", [&] { return asio_strand_increments(locks); });
+  const bool ok = s.run();
+  s.goal("cyan async_mutex", "asio strand", 3.0);
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  const std::uint64_t trips = cyan::bench::env_or("CYAN_BENCH_PINGPONG", 1'000'000);
+  const std::uint64_t stream = cyan::bench::env_or("CYAN_BENCH_STREAM", 10'000'000);
+  const std::uint64_t fan_in = cyan::bench::env_or("CYAN_BENCH_FANIN", 4'000'000);
+  const std::uint64_t locks = cyan::bench::env_or("CYAN_BENCH_LOCKS", 1'000'000);
+  std::printf(
+      "sync benchmark: %llu ping-pong round trips, %llu streamed items, %llu fan-in items, %llu "
+      "locks per task; %d reps\n",
+      static_cast<unsigned long long>(trips), static_cast<unsigned long long>(stream),
+      static_cast<unsigned long long>(fan_in), static_cast<unsigned long long>(locks),
+      cyan::bench::repetitions());
+  std::fflush(stdout);
+  const bool ping_pong_ok = run_ping_pong(trips);
+  const bool streaming_ok = run_streaming(stream);
+  const bool fan_in_ok = run_fan_in(fan_in);
+  const bool uncontended_ok = run_uncontended(locks);
+  const bool contended_ok = run_contended(locks);
+  return cyan::bench::exit_status(ping_pong_ok && streaming_ok && fan_in_ok && uncontended_ok &&
+                                  contended_ok);
+}
