@@ -154,19 +154,19 @@ sample asio_ping_pong(asio_threads& a, asio_threads& b, std::uint64_t trips) {
           }
         },
         asio::use_future);
-    const std::uint64_t last = asio::co_spawn(
-                                   a.io(),
-                                   [&]() -> asio::awaitable<std::uint64_t> {
-                                     std::uint64_t v = 0;
-                                     for (std::uint64_t i = 0; i < trips; ++i) {
-                                       co_await there.async_send(boost::system::error_code{}, v,
-                                                                 asio::use_awaitable);
-                                       v = co_await back.async_receive(asio::use_awaitable);
-                                     }
-                                     co_return v;
-                                   },
-                                   asio::use_future)
-                                   .get();
+    const std::uint64_t last =
+        asio::co_spawn(
+            a.io(),
+            [&]() -> asio::awaitable<std::uint64_t> {
+              std::uint64_t v = 0;
+              for (std::uint64_t i = 0; i < trips; ++i) {
+                co_await there.async_send(boost::system::error_code{}, v, asio::use_awaitable);
+                v = co_await back.async_receive(asio::use_awaitable);
+              }
+              co_return v;
+            },
+            asio::use_future)
+            .get();
     echo.get();
     return last;
   });
@@ -433,7 +433,8 @@ bool run_fan_in(std::uint64_t items) {
   asio_threads asio_consumer;
   cyan::bench::suite s{ "sync", "channel fan-in" };
   s.add("cyan channel", [&] { return cyan_fan_in(pool, consumer, items); });
-  s.add("asio concurrent_channel", [&] { return asio_fan_in(asio_producers, asio_consumer, items); });
+  s.add("asio concurrent_channel",
+        [&] { return asio_fan_in(asio_producers, asio_consumer, items); });
   const bool ok = s.run();
   s.goal("cyan channel", "asio concurrent_channel", 5.0);
   return ok;

@@ -3,6 +3,35 @@
 #include <utility>
 
 namespace cyan::dispatch::detail {
+namespace {
+
+// How many waiters a thread is running inside granting calls right now (see "resume" in
+// wait_list.h); at the bound, wakes go through the home's queue. A withdrawal's give-back never
+// runs a waiter inside a frame's destruction: it counts as at the bound.
+constexpr int kMaxNestedWakes = 16;
+thread_local int nested_wakes = 0;
+
+struct nested_wake {
+  explicit nested_wake(int depth = 1) noexcept : depth_(depth) { nested_wakes += depth_; }
+  ~nested_wake() { nested_wakes -= depth_; }
+  nested_wake(const nested_wake&) = delete;
+  nested_wake& operator=(const nested_wake&) = delete;
+  int depth_;
+};
+
+}  // namespace
+
+void sync_wait::wake() noexcept {
+  if (!arrive()) {
+    return;  // await_suspend() has not returned yet: it goes on with the coroutine itself
+  }
+  if (home_ && home_ == current_executor() && nested_wakes < kMaxNestedWakes) {
+    const nested_wake counted;
+    resume_job(coroutine_, owner_)();
+    return;
+  }
+  resume_later_on(home_, coroutine_, owner_);
+}
 
 void wait_list::push_back(sync_wait& waiter) noexcept {
   waiter.state_ = sync_wait::state::waiting;
@@ -94,6 +123,7 @@ void sync_wait::withdraw() noexcept {
     }
   }
   if (give) {
+    const nested_wake no_nested_runs(kMaxNestedWakes);
     give_back_(*this);
   }
 }

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <vector>
 
-#include "cyan/dispatch.h"
 #include "../support/stop_support.h"
+#include "cyan/dispatch.h"
 
 namespace {
 
@@ -171,10 +171,12 @@ TEST(async_generator, inherits_its_consumers_stop_token) {
         co_return false;
       },
       stop.get_token());
-  co_spawn(h, [&]() -> task<> {  // behind the consumer's start: it waits in the sleep
-    stop.request_stop();
-    co_return;
-  }).get();
+  co_spawn(h,
+           [&]() -> task<> {  // behind the consumer's start: it waits in the sleep
+             stop.request_stop();
+             co_return;
+           })
+      .get();
   EXPECT_TRUE(consumer.get());
 }
 

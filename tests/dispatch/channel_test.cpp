@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "cyan/dispatch.h"
 #include "../support/owned_coroutine.h"
 #include "../support/stop_support.h"
+#include "cyan/dispatch.h"
 
 namespace {
 
@@ -29,6 +29,12 @@ using cyan::dispatch::handler_thread;
 using cyan::dispatch::task;
 using cyan::dispatch::thread_pool;
 using cyan::test::is_canceled;
+
+// Returns once `h` has run everything posted to it before: a task spawned there earlier has run
+// to its first suspension (it is waiting) by then.
+void settle(handler_thread& h) {
+  co_spawn(h, []() -> task<> { co_return; }).get();
+}
 
 TEST(channel, try_send_and_try_receive_respect_the_capacity_and_the_order) {
   channel<std::unique_ptr<int>> ch(2);
@@ -85,9 +91,8 @@ TEST(channel, an_unbounded_channel_never_makes_a_sender_wait) {
   EXPECT_FALSE(ch.try_receive().has_value());
   ch.close();
   EXPECT_FALSE(ch.try_send("late"));
-  auto drained = co_spawn(h, [&]() -> task<std::optional<std::string>> {
-    co_return co_await ch.receive();
-  });
+  auto drained =
+      co_spawn(h, [&]() -> task<std::optional<std::string>> { co_return co_await ch.receive(); });
   EXPECT_FALSE(drained.get().has_value());
 }
 
@@ -138,7 +143,7 @@ TEST(channel, every_item_arrives_exactly_once_in_each_producers_order) {
     bool in_order = true;
     tally() : counts(static_cast<std::size_t>(kProducers) * kItems) {}
   };
-  auto record = [](tally& t, std::int64_t (&last)[kProducers], std::uint64_t item) {
+  auto record = [](tally& t, std::int64_t(&last)[kProducers], std::uint64_t item) {
     const auto producer = static_cast<std::size_t>(item >> 32);
     const auto index = static_cast<std::uint32_t>(item);
     if (static_cast<std::int64_t>(index) <= last[producer]) {
@@ -235,10 +240,12 @@ TEST(channel, close_fails_waiting_senders_and_lets_receivers_drain) {
       }
     }));
   }
-  co_spawn(h, [&]() -> task<> {  // after the senders suspended (h runs posts in order)
-    ch.close();
-    co_return;
-  }).get();
+  co_spawn(h,
+           [&]() -> task<> {  // after the senders suspended (h runs posts in order)
+             ch.close();
+             co_return;
+           })
+      .get();
   for (auto& s : senders) {
     EXPECT_TRUE(s.get());
   }
@@ -307,9 +314,10 @@ TEST(channel, a_cancelled_receive_never_consumes_the_item_it_races) {
           }
         },
         stop.get_token());
-    auto sender = co_spawn(sender_thread, [&ch, round]() -> task<> {
-      co_await ch.send(round);
-    });
+    if (round % 2 == 0) {
+      settle(receiver_thread);  // waiting before the race (odd rounds: maybe not yet)
+    }
+    auto sender = co_spawn(sender_thread, [&ch, round]() -> task<> { co_await ch.send(round); });
     stop.request_stop();
     sender.get();
     const std::optional<int> got = receiver.get();
@@ -346,9 +354,11 @@ TEST(channel, a_cancelled_send_never_enqueues_its_item) {
           }
         },
         stop.get_token());
-    auto receiver = co_spawn(receiver_thread, [&ch]() -> task<std::optional<int>> {
-      co_return co_await ch.receive();
-    });
+    if (round % 2 == 0) {
+      settle(sender_thread);  // waiting on the full channel before the race
+    }
+    auto receiver = co_spawn(
+        receiver_thread, [&ch]() -> task<std::optional<int>> { co_return co_await ch.receive(); });
     stop.request_stop();
     ASSERT_EQ(receiver.get(), std::optional<int>(-1));
     const bool delivered = sender.get();

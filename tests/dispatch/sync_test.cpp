@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "cyan/dispatch.h"
 #include "../support/owned_coroutine.h"
 #include "../support/stop_support.h"
+#include "cyan/dispatch.h"
 
 namespace {
 
@@ -29,6 +29,12 @@ using cyan::dispatch::task;
 using cyan::dispatch::thread_pool;
 using cyan::dispatch::yield;
 using cyan::test::is_canceled;
+
+// Returns once `h` has run everything posted to it before: a task spawned there earlier has run
+// to its first suspension (it is waiting) by then.
+void settle(handler_thread& h) {
+  co_spawn(h, []() -> task<> { co_return; }).get();
+}
 
 // ---------------------------------------------------------------------------------------------
 // async_mutex
@@ -230,6 +236,9 @@ TEST(async_mutex, a_cancellation_racing_an_unlock_never_loses_the_lock) {
           }
         },
         stop.get_token());
+    if (round % 2 == 0) {
+      settle(waiter_thread);  // waiting on the lock before the race (odd rounds: maybe not yet)
+    }
     auto unlock = co_spawn(holder_thread, [&m]() -> task<> {
       m.unlock();
       co_return;
@@ -338,6 +347,9 @@ TEST(async_semaphore, a_cancellation_racing_a_release_never_loses_a_unit) {
           }
         },
         stop.get_token());
+    if (round % 2 == 0) {
+      settle(waiter_thread);  // waiting for a unit before the race (odd rounds: maybe not yet)
+    }
     auto release = co_spawn(releaser, [&s]() -> task<> {
       s.release();
       co_return;
@@ -464,6 +476,9 @@ TEST(async_event, a_set_racing_a_stop_request_resumes_the_waiter_once_either_way
           }
         },
         stop.get_token());
+    if (round % 2 == 0) {
+      settle(waiter_thread);
+    }
     auto set = co_spawn(setter, [&e]() -> task<> {
       e.set();
       co_return;

@@ -8,8 +8,8 @@
 #include <stop_token>
 #include <system_error>
 
-#include "cyan/dispatch.h"
 #include "../support/stop_support.h"
+#include "cyan/dispatch.h"
 
 namespace {
 
@@ -29,9 +29,10 @@ task<int> value_after(int value, std::chrono::milliseconds d) {
 TEST(with_timeout, returns_the_value_of_a_task_that_finishes_in_time) {
   handler_thread h;
   // An hour's limit: if the clock were not stopped when the task finished, this would hang.
-  EXPECT_EQ(co_spawn(h, []() -> task<int> { co_return co_await with_timeout(value_after(5, 1ms), 1h); })
-                .get(),
-            5);
+  EXPECT_EQ(
+      co_spawn(h, []() -> task<int> { co_return co_await with_timeout(value_after(5, 1ms), 1h); })
+          .get(),
+      5);
 }
 
 TEST(with_timeout, stops_a_late_task_waits_for_it_and_throws_timed_out) {
@@ -68,9 +69,9 @@ TEST(with_timeout, a_value_that_arrives_while_the_task_is_being_cancelled_is_ret
     }
     co_return 0;
   };
-  EXPECT_EQ(co_spawn(h, [&]() -> task<int> { co_return co_await with_timeout(stubborn(), 10ms); })
-                .get(),
-            42);
+  EXPECT_EQ(
+      co_spawn(h, [&]() -> task<int> { co_return co_await with_timeout(stubborn(), 10ms); }).get(),
+      42);
 }
 
 // The reproduction: a task that completes exactly at the deadline (its own sleep of the

@@ -23,8 +23,7 @@ namespace cyan::dispatch {
 class async_event {
  public:
   /// An event, set or not.
-  explicit async_event(bool initially_set = false) noexcept
-      : state_(initially_set ? kSet : 0) {}
+  explicit async_event(bool initially_set = false) noexcept : state_(initially_set ? kSet : 0) {}
   async_event(const async_event&) = delete;
   async_event& operator=(const async_event&) = delete;
 
@@ -79,7 +78,8 @@ class async_event {
     }
     void await_resume() {
       if (finish()) {
-        detail::throw_operation_canceled("cyan::dispatch::async_event: cancelled by a stop request");
+        detail::throw_operation_canceled(
+            "cyan::dispatch::async_event: cancelled by a stop request");
       }
     }
 

@@ -73,8 +73,8 @@ class [[nodiscard]] async_generator {
     };
 
     template <typename U = T>
-    requires std::is_constructible_v<T, U&&>
-    yield_awaiter yield_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    requires std::is_constructible_v<T, U&&> yield_awaiter yield_value(U&& value)
+    noexcept(std::is_nothrow_constructible_v<T, U&&>) {
       value_.emplace(std::forward<U>(value));
       return {};
     }

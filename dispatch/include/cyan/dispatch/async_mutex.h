@@ -102,7 +102,8 @@ class async_mutex {
     }
     async_mutex_lock await_resume() {
       if (finish()) {
-        detail::throw_operation_canceled("cyan::dispatch::async_mutex: cancelled by a stop request");
+        detail::throw_operation_canceled(
+            "cyan::dispatch::async_mutex: cancelled by a stop request");
       }
       return async_mutex_lock(mutex_);
     }

@@ -42,7 +42,7 @@ namespace cyan::dispatch {
 ///
 /// Cost: try_send and try_receive on a channel that is neither full nor empty (and a send or
 /// receive that need not wait) take no lock and make no system call: one CAS on the buffer's
-/// tail or head, and a fence and a load to see whether anyone waits. Waking a waiter takes a
+/// tail or head, and a load to see whether anyone waits. Waking a waiter takes a
 /// short spin lock and one post to the waiter's home. Memory: a bounded channel allocates its
 /// buffer once, at construction; an unbounded one allocates a block of 255 items per 255 sends
 /// at most (freed blocks are kept for reuse); waiting allocates nothing (the waiter lives in the
@@ -130,7 +130,9 @@ class channel {
   }
 
   /// Whether close() was called.
-  [[nodiscard]] bool is_closed() const noexcept { return ring_ ? ring_->closed() : queue_->sealed(); }
+  [[nodiscard]] bool is_closed() const noexcept {
+    return ring_ ? ring_->closed() : queue_->sealed();
+  }
 
   /// The capacity it was made with (unbounded for an unbounded channel).
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
@@ -212,7 +214,8 @@ class channel {
         throw channel_closed();
       }
       if (cancelled) {
-        detail::throw_operation_canceled("cyan::dispatch::channel: send cancelled by a stop request");
+        detail::throw_operation_canceled(
+            "cyan::dispatch::channel: send cancelled by a stop request");
       }
     }
 
@@ -328,10 +331,11 @@ class channel {
     }
   }
 
-  // After an item went in: hand items to waiting receivers, if any.
+  // After an item went in: hand items to waiting receivers, if any. The seq_cst load closes
+  // the handshake with a receiver about to wait (see detail/bounded_ring.h): the push's
+  // publication was seq_cst too (a slot's stamp, or the unbounded queue's claim).
   void after_push() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (receivers_waiting_.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (receivers_waiting_.load(std::memory_order_seq_cst)) [[unlikely]] {
       serve_receivers();
     }
   }
@@ -341,8 +345,7 @@ class channel {
     if (!ring_) {
       return;  // an unbounded channel has no waiting senders
     }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (senders_waiting_.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (senders_waiting_.load(std::memory_order_seq_cst)) [[unlikely]] {
       serve_senders();
     }
   }
@@ -397,8 +400,8 @@ class channel {
   }
 
   const std::size_t capacity_;
-  std::unique_ptr<detail::bounded_ring<T>> ring_;                // bounded
-  std::unique_ptr<lockfree::segmented_queue<holder>> queue_;   // unbounded
+  std::unique_ptr<detail::bounded_ring<T>> ring_;             // bounded
+  std::unique_ptr<lockfree::segmented_queue<holder>> queue_;  // unbounded
   alignas(cache_line_size) std::atomic<bool> receivers_waiting_{ false };
   detail::wait_list receivers_{ &receivers_emptied, this };
   alignas(cache_line_size) std::atomic<bool> senders_waiting_{ false };

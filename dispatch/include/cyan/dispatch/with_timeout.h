@@ -9,8 +9,8 @@
 
 #include "cyan/dispatch/detail/forward_stop.h"
 #include "cyan/dispatch/detail/join_state.h"
-#include "cyan/dispatch/sleep.h"
 #include "cyan/dispatch/schedule.h"
+#include "cyan/dispatch/sleep.h"
 #include "cyan/dispatch/task.h"
 
 namespace cyan::dispatch {

@@ -4,8 +4,16 @@
 // with a closed mark (crossbeam's array channel, after Vyukov's bounded queue). Each slot has a
 // stamp that says whose turn it is: a producer claims a slot by advancing the tail with one CAS
 // and then writes it, a consumer claims one by advancing the head and then reads it, and each
-// publishes with the slot's stamp. A consumer that claimed nothing because a producer is
-// between its claim and its write spins for it (as in lockfree::segmented_queue).
+// publishes with the slot's stamp. Nobody waits for another thread between its claim and its
+// publication: a pop that meets a slot being written says "empty", a push that meets a slot
+// being read says "full", and the channel's waiting takes over (the other thread looks for
+// waiters once it has published).
+//
+// Memory order: the stamps' loads and stores and the look at the tail for emptiness are
+// seq_cst, so that they close a store–load (Dekker) handshake with the channel's waiter flags
+// without fences (which ThreadSanitizer does not model): a push publishes its slot and then
+// reads the receivers' flag; a receiver about to wait sets the flag and then looks at the slot;
+// in the seq_cst order one of them sees the other. The same holds for a pop and a sender.
 //
 // Positions carry a lap count above the index bits, so a stamp tells "written in this lap" from
 // "read in the last one"; the tail also carries the closed mark, so a push either comes before
@@ -65,26 +73,25 @@ class bounded_ring {
       const std::size_t index = position & (mark_ - 1);
       const std::size_t lap = position & ~(one_lap_ - 1);
       slot& s = slots_[index];
-      const std::size_t stamp = s.stamp.load(std::memory_order_acquire);
+      const std::size_t stamp = s.stamp.load(std::memory_order_seq_cst);
       if (position == stamp) {
         // The slot is free in this lap: claim it (keeping the mark).
         const std::size_t next = (index + 1 < capacity_ ? position + 1 : lap + one_lap_) | closed;
         if (tail_.compare_exchange_weak(tail, next, std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
           ::new (static_cast<void*>(s.storage)) T(std::move(value));
-          s.stamp.store(position + 1, std::memory_order_release);
+          s.stamp.store(position + 1, std::memory_order_seq_cst);
           return ring_result::done;
         }
         wait.reset();
       } else if (stamp + one_lap_ == position + 1) {
-        // The slot still holds the last lap's element: full, unless a consumer just took it.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (head_.load(std::memory_order_relaxed) + one_lap_ == position) {
-          return ring_result::full;
-        }
-        tail = tail_.load(std::memory_order_relaxed);
+        // The slot still holds the last lap's element: full — or a consumer claimed it and is
+        // reading it, which counts as full too: no spinning on a thread that may have been
+        // preempted. The channel's waiting covers it: that consumer looks for waiting senders
+        // once it has released the slot.
+        return ring_result::full;
       } else {
-        // Another producer claimed it and has not written it yet: wait for the tail to move.
+        // Another producer claimed this position already: catch up with the tail.
         wait.wait();
         tail = tail_.load(std::memory_order_relaxed);
       }
@@ -96,9 +103,7 @@ class bounded_ring {
   ring_result pop(std::optional<T>& out) noexcept { return pop_into(&out); }
 
   /// Marks the ring closed: later pushes are refused. Returns whether this call closed it.
-  bool close() noexcept {
-    return (tail_.fetch_or(mark_, std::memory_order_seq_cst) & mark_) == 0;
-  }
+  bool close() noexcept { return (tail_.fetch_or(mark_, std::memory_order_seq_cst) & mark_) == 0; }
   [[nodiscard]] bool closed() const noexcept {
     return (tail_.load(std::memory_order_seq_cst) & mark_) != 0;
   }
@@ -116,7 +121,7 @@ class bounded_ring {
       const std::size_t index = head & (mark_ - 1);
       const std::size_t lap = head & ~(one_lap_ - 1);
       slot& s = slots_[index];
-      const std::size_t stamp = s.stamp.load(std::memory_order_acquire);
+      const std::size_t stamp = s.stamp.load(std::memory_order_seq_cst);
       if (head + 1 == stamp) {
         // Written in this lap: claim it.
         const std::size_t next = index + 1 < capacity_ ? head + 1 : lap + one_lap_;
@@ -127,19 +132,18 @@ class bounded_ring {
             out->emplace(std::move(*element));
           }
           element->~T();
-          s.stamp.store(head + one_lap_, std::memory_order_release);
+          s.stamp.store(head + one_lap_, std::memory_order_seq_cst);
           return ring_result::done;
         }
         wait.reset();
       } else if (stamp == head) {
-        // Not written in this lap: empty, unless a producer claimed it and is writing.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        const std::size_t tail = tail_.load(std::memory_order_relaxed);
-        if ((tail & ~mark_) == head) {
-          return (tail & mark_) != 0 ? ring_result::closed : ring_result::empty;
-        }
-        wait.wait();
-        head = head_.load(std::memory_order_relaxed);
+        // Not written in this lap: empty — or a producer claimed it and is writing it, which
+        // counts as empty too (no spinning on a thread that may have been preempted: that
+        // producer looks for waiting receivers once it has published the slot). Closed only
+        // when nothing was claimed.
+        const std::size_t tail = tail_.load(std::memory_order_seq_cst);
+        return (tail & ~mark_) == head && (tail & mark_) != 0 ? ring_result::closed
+                                                              : ring_result::empty;
       } else {
         // Another consumer took it: catch up.
         wait.wait();

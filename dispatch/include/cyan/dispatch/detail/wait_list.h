@@ -19,9 +19,15 @@
 //   watch      the task's stop token gets a callback (which may run at once, on this thread).
 //   rendezvous the waker and await_suspend() meet (arrived_): the second goes on with the
 //              coroutine, so a grant that comes before await_suspend() returned is no race.
-//   resume     on the waiter's home, always through its queue (a grant never runs the waiter
-//              inside the granting call: a chain of hand-offs cannot grow the stack), or at once
-//              for a coroutine that has no home (a foreign one, or one on a plain thread).
+//   resume     on the waiter's home. When the granting thread belongs to that home (the same
+//              handler thread, or a worker of the same pool), the waiter runs at once, inside
+//              the granting call (unlock(), release(), set(), a send or a receive), until it
+//              next suspends: a hand-off then costs no post and wakes no other thread, which is
+//              what keeps a contended lock's FIFO hand-offs cheap. Such nested runs are bounded
+//              (kMaxNestedWakes deep on a thread); beyond that, and on any other thread, the
+//              waiter is posted to its home's queue. A coroutine that has no home (a foreign
+//              one, or one on a plain thread) runs at once on the granting thread. A stop
+//              request always goes through the home's queue.
 //   withdraw   the frame destroyed while waiting (or dropped after a grant) unlinks the waiter,
 //              or gives back what it was granted (give_back: the primitive passes it on).
 
@@ -116,12 +122,9 @@ class sync_wait {
   sync_wait& operator=(const sync_wait&) = delete;
 
   /// Wakes a waiter that grant_front() (or the primitive, under the lock) granted, after the
-  /// lock was released. [any thread]
-  void wake() noexcept {
-    if (arrive()) {
-      resume_later_on(home_, coroutine_, owner_);
-    }
-  }
+  /// lock was released: on its home, at once when that is the calling thread's executor (see
+  /// "resume" above), else through the home's queue. [any thread]
+  void wake() noexcept;
 
   /// Under the lock: marks a waiter that the primitive unlinked itself as granted.
   void mark_granted() noexcept { state_ = state::granted; }
