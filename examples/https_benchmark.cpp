@@ -16,6 +16,9 @@
 //
 //   CYAN_BENCH_REPS           repetitions per arm (default 11)
 //   CYAN_BENCH_HTTPS_SECONDS  wrk's duration per sample (default 5)
+//   CYAN_BENCH_HTTPS_ONLY     run only the workloads whose name contains this text (e.g. "RSA")
+//   CYAN_BENCH_HTTPS_PIN      1: the servers' threads on the last CPU, wrk on the others, so
+//                             that the load generator and the server do not share a core
 
 #include <unistd.h>
 
@@ -55,11 +58,43 @@ struct workload {
   double requests_per_unit;  // the table prints seconds per this many requests
 };
 
+constexpr const char* kTaskset = "/usr/bin/taskset";
+
+// CYAN_BENCH_HTTPS_PIN: the servers' CPU (the last one) and wrk's (the others), as taskset lists;
+// empty when not pinning.
+struct pinning {
+  std::string servers;
+  std::string load;
+};
+pinning pinning_from_environment() {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cyan::bench::env_or("CYAN_BENCH_HTTPS_PIN", 0) == 0 || cpus < 2 ||
+      ::access(kTaskset, X_OK) != 0) {
+    return {};
+  }
+  return { std::to_string(cpus - 1), "0-" + std::to_string(cpus - 2) };
+}
+
+// Moves every thread of `pid` and of its child processes (nginx's workers) to `cpus`.
+void pin_process_tree(pid_t pid, const std::string& cpus) {
+  const std::string command = std::string(kTaskset) + " -a -p -c " + cpus + " " +
+                              std::to_string(pid) + " >/dev/null && for c in $(cat /proc/" +
+                              std::to_string(pid) + "/task/*/children); do " + kTaskset +
+                              " -a -p -c " + cpus + " $c >/dev/null; done";
+  if (std::system(command.c_str()) != 0) {
+    std::fprintf(stderr, "https_benchmark: pinning %d failed\n", static_cast<int>(pid));
+  }
+}
+
 // One wrk sample against `server`: seconds per `unit` requests.
-cyan::bench::sample run_wrk(const target& server, const workload& w, int seconds, figures& out) {
+cyan::bench::sample run_wrk(const target& server, const workload& w, int seconds,
+                            const pinning& pin, figures& out) {
   const double cpu_before = cyan::bench::tree_cpu_seconds(server.pid);
   std::vector<std::string> argv{ cyan::bench::kWrk, "-t1", "-c100",
                                  "-d" + std::to_string(seconds) + "s", "--latency" };
+  if (!pin.load.empty()) {
+    argv.insert(argv.begin(), { kTaskset, "-c", pin.load });
+  }
   if (w.new_connections) {
     argv.insert(argv.end(), { "-H", "Connection: close" });
   }
@@ -116,7 +151,8 @@ std::pair<std::unique_ptr<child_process>, unsigned> start_https_server(
 
 // One workload with one certificate: both servers started for it, the suite, the figures.
 bool run_workload(const std::filesystem::path& certificates, const char* key_name,
-                  const char* key_file_stem, const workload& w, int seconds) {
+                  const char* key_file_stem, const workload& w, int seconds,
+                  const pinning& pin) {
   const cyan::bench::nginx_tls tls{ (certificates / (std::string(key_file_stem) + ".crt")).string(),
                                     (certificates / (std::string(key_file_stem) + ".key")).string(),
                                     w.session_tickets };
@@ -136,15 +172,21 @@ bool run_workload(const std::filesystem::path& certificates, const char* key_nam
                  dir.c_str());
   } else {
     const std::string unit = w.new_connections ? "10k handshakes" : "100k requests";
-    cyan::bench::suite suite("https_benchmark", std::string(key_name) + ", " + w.name +
-                                                    ": time per " + unit + ", wrk -t1 -c100 " +
-                                                    std::to_string(seconds) + " s");
+    cyan::bench::suite suite("https_benchmark",
+                             std::string(key_name) + ", " + w.name + ": time per " + unit +
+                                 ", wrk -t1 -c100 " + std::to_string(seconds) + " s" +
+                                 (pin.servers.empty() ? "" : "; servers on their own CPU"));
     const std::vector<target> servers{ { kCyan, cyan_server->pid(), cyan_port },
                                        { kNginxArm, nginx->pid(), nginx_port } };
+    if (!pin.servers.empty()) {
+      for (const target& server : servers) {
+        pin_process_tree(server.pid, pin.servers);
+      }
+    }
     std::map<std::string, figures> seen;
     for (const target& server : servers) {
       suite.add_unchecked(server.arm,
-                          [&, server] { return run_wrk(server, w, seconds, seen[server.arm]); });
+                          [&, server] { return run_wrk(server, w, seconds, pin, seen[server.arm]); });
     }
     ok = suite.run();
     for (const target& server : servers) {
@@ -180,6 +222,8 @@ int main() {
     }
   }
   const int seconds = static_cast<int>(cyan::bench::env_or("CYAN_BENCH_HTTPS_SECONDS", 5));
+  const pinning pin = pinning_from_environment();
+  const char* only = std::getenv("CYAN_BENCH_HTTPS_ONLY");
   // The certificates, readable by nginx's workers.
   const std::filesystem::path certificates = cyan::bench::nginx_directory();
   const std::string make = std::string("sh '") + CYAN_TLS_CERTIFICATE_SCRIPT + "' '" +
@@ -200,7 +244,10 @@ int main() {
   for (const auto& [key_name, stem] :
        { std::pair{ "ECDSA P-256", "server" }, std::pair{ "RSA-2048", "rsa" } }) {
     for (const workload& w : workloads) {
-      ok = run_workload(certificates, key_name, stem, w, seconds) && ok;
+      if (only != nullptr && (std::string(key_name) + ", " + w.name).find(only) == std::string::npos) {
+        continue;
+      }
+      ok = run_workload(certificates, key_name, stem, w, seconds, pin) && ok;
     }
   }
   std::filesystem::remove_all(certificates);

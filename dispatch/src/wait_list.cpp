@@ -25,7 +25,12 @@ void sync_wait::wake() noexcept {
   if (!arrive()) {
     return;  // await_suspend() has not returned yet: it goes on with the coroutine itself
   }
-  if (home_ && home_ == current_executor() && nested_wakes < kMaxNestedWakes) {
+  // Inline only on the waiter's own handler thread: there nothing else could run the granting
+  // task meanwhile. On a pool worker the granting task must be free to go on at once (another
+  // worker may be idle), so the waiter is posted like any resumption.
+  const thread_home& here = this_thread_home;
+  if (home_ && home_ == here.executor && here.executor == here.thread &&
+      nested_wakes < kMaxNestedWakes) {
     const nested_wake counted;
     resume_job(coroutine_, owner_)();
     return;

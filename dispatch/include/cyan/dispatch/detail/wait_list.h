@@ -19,15 +19,15 @@
 //   watch      the task's stop token gets a callback (which may run at once, on this thread).
 //   rendezvous the waker and await_suspend() meet (arrived_): the second goes on with the
 //              coroutine, so a grant that comes before await_suspend() returned is no race.
-//   resume     on the waiter's home. When the granting thread belongs to that home (the same
-//              handler thread, or a worker of the same pool), the waiter runs at once, inside
-//              the granting call (unlock(), release(), set(), a send or a receive), until it
-//              next suspends: a hand-off then costs no post and wakes no other thread, which is
-//              what keeps a contended lock's FIFO hand-offs cheap. Such nested runs are bounded
-//              (kMaxNestedWakes deep on a thread); beyond that, and on any other thread, the
-//              waiter is posted to its home's queue. A coroutine that has no home (a foreign
-//              one, or one on a plain thread) runs at once on the granting thread. A stop
-//              request always goes through the home's queue.
+//   resume     on the waiter's home. When the granting thread is the waiter's own handler
+//              thread, the waiter runs at once, inside the granting call (unlock(), release(),
+//              set(), a send or a receive), until it next suspends: a hand-off there costs no
+//              post (the granting task could not run meanwhile anyway). Such nested runs are
+//              bounded (kMaxNestedWakes deep on a thread). On a pool, and from any other
+//              thread, the waiter is posted to its home's queue, so the granting task goes on
+//              at once and an idle worker can take the waiter. A coroutine that has no home (a
+//              foreign one, or one on a plain thread) runs at once on the granting thread. A
+//              stop request always goes through the home's queue.
 //   withdraw   the frame destroyed while waiting (or dropped after a grant) unlinks the waiter,
 //              or gives back what it was granted (give_back: the primitive passes it on).
 
