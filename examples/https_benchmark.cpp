@@ -151,8 +151,7 @@ std::pair<std::unique_ptr<child_process>, unsigned> start_https_server(
 
 // One workload with one certificate: both servers started for it, the suite, the figures.
 bool run_workload(const std::filesystem::path& certificates, const char* key_name,
-                  const char* key_file_stem, const workload& w, int seconds,
-                  const pinning& pin) {
+                  const char* key_file_stem, const workload& w, int seconds, const pinning& pin) {
   const cyan::bench::nginx_tls tls{ (certificates / (std::string(key_file_stem) + ".crt")).string(),
                                     (certificates / (std::string(key_file_stem) + ".key")).string(),
                                     w.session_tickets };
@@ -185,8 +184,8 @@ bool run_workload(const std::filesystem::path& certificates, const char* key_nam
     }
     std::map<std::string, figures> seen;
     for (const target& server : servers) {
-      suite.add_unchecked(server.arm,
-                          [&, server] { return run_wrk(server, w, seconds, pin, seen[server.arm]); });
+      suite.add_unchecked(
+          server.arm, [&, server] { return run_wrk(server, w, seconds, pin, seen[server.arm]); });
     }
     ok = suite.run();
     for (const target& server : servers) {
@@ -244,7 +243,8 @@ int main() {
   for (const auto& [key_name, stem] :
        { std::pair{ "ECDSA P-256", "server" }, std::pair{ "RSA-2048", "rsa" } }) {
     for (const workload& w : workloads) {
-      if (only != nullptr && (std::string(key_name) + ", " + w.name).find(only) == std::string::npos) {
+      if (only != nullptr &&
+          (std::string(key_name) + ", " + w.name).find(only) == std::string::npos) {
         continue;
       }
       ok = run_workload(certificates, key_name, stem, w, seconds, pin) && ok;
