@@ -219,6 +219,57 @@ TEST(channel, every_item_arrives_exactly_once_in_each_producers_order) {
   EXPECT_EQ(received, static_cast<std::size_t>(kProducers) * kItems);
 }
 
+// The unbounded channel's queue under the same load: 3 producers on a pool and a handler
+// thread, 2 consumers; every item once, each producer's items in order.
+TEST(channel, an_unbounded_channel_keeps_every_item_and_each_producers_order) {
+  constexpr std::uint64_t kProducers = 3;
+  constexpr std::uint32_t kItems = 100'000;
+  thread_pool pool(2);
+  handler_thread producer_thread;
+  handler_thread consumer_thread;
+  channel<std::uint64_t> ch(channel<std::uint64_t>::unbounded);
+  auto produce = [&ch](std::uint64_t producer) -> task<> {
+    for (std::uint32_t i = 0; i < kItems; ++i) {
+      co_await ch.send((producer << 32) | i);
+    }
+  };
+  struct seen {
+    std::vector<std::uint32_t> counts = std::vector<std::uint32_t>(kProducers * kItems);
+    bool in_order = true;
+  };
+  auto consume = [&ch](seen& out) -> task<> {
+    std::int64_t last[kProducers] = { -1, -1, -1 };
+    while (auto item = co_await ch.receive()) {
+      const auto producer = static_cast<std::size_t>(*item >> 32);
+      const auto index = static_cast<std::uint32_t>(*item);
+      out.in_order = out.in_order && static_cast<std::int64_t>(index) > last[producer];
+      last[producer] = index;
+      ++out.counts[producer * kItems + index];
+    }
+  };
+  seen a;
+  seen b;
+  auto consumer_a = co_spawn(consumer_thread, [&]() -> task<> { co_await consume(a); });
+  auto consumer_b = co_spawn(pool, [&]() -> task<> { co_await consume(b); });
+  std::vector<cyan::dispatch::future<void>> producers;
+  producers.push_back(co_spawn(pool, [&]() -> task<> { co_await produce(0); }));
+  producers.push_back(co_spawn(pool, [&]() -> task<> { co_await produce(1); }));
+  producers.push_back(co_spawn(producer_thread, [&]() -> task<> { co_await produce(2); }));
+  for (auto& f : producers) {
+    f.get();
+  }
+  ch.close();
+  consumer_a.get();
+  consumer_b.get();
+  EXPECT_TRUE(a.in_order);
+  EXPECT_TRUE(b.in_order);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < a.counts.size(); ++i) {
+    wrong += a.counts[i] + b.counts[i] == 1 ? 0 : 1;
+  }
+  EXPECT_EQ(wrong, 0U);
+}
+
 // Close while senders wait (the channel is full) and receivers drain: the waiting senders get
 // channel_closed and their items are not sent; every item sent before is received, then
 // std::nullopt.

@@ -100,6 +100,25 @@ TEST(async_mutex, hands_the_lock_to_waiters_in_arrival_order) {
   EXPECT_TRUE(m.try_lock());
 }
 
+TEST(async_mutex, a_moved_guard_unlocks_once) {
+  handler_thread h;
+  async_mutex m;
+  co_spawn(h, [&]() -> task<> {
+    cyan::dispatch::async_mutex_lock outer;
+    EXPECT_FALSE(outer.owns_lock());
+    {
+      auto guard = co_await m.scoped_lock();
+      outer = std::move(guard);
+      EXPECT_FALSE(guard.owns_lock());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    }
+    EXPECT_TRUE(outer.owns_lock());
+    EXPECT_FALSE(m.try_lock());  // the moved-from guard did not unlock
+    outer.unlock();
+    EXPECT_TRUE(m.try_lock());
+    m.unlock();
+  }).get();
+}
+
 // A counter that is not atomic: TSan reports any access outside mutual exclusion, and the
 // inside count catches two holders at once.
 TEST(async_mutex, excludes_mutually_across_a_pool_and_a_handler_thread) {
@@ -322,6 +341,23 @@ TEST(async_semaphore, bounds_concurrency_on_a_pool) {
   }
   EXPECT_EQ(most, 1);
   EXPECT_EQ(total, 20'000);
+  EXPECT_EQ(s.available(), 1U);
+}
+
+cyan::test::owned_coroutine acquire_then_count(async_semaphore& s, int& got) {
+  co_await s.acquire();
+  ++got;
+}
+
+TEST(async_semaphore, destroying_a_waiting_coroutine_withdraws_it) {
+  async_semaphore s(0);
+  int got = 0;
+  cyan::test::owned_coroutine gone = acquire_then_count(s, got);
+  cyan::test::owned_coroutine stays = acquire_then_count(s, got);
+  gone.destroy();
+  s.release(2);  // one to `stays` (resumed here: no home), one to the count, none to `gone`
+  EXPECT_EQ(got, 1);
+  EXPECT_TRUE(stays.done());
   EXPECT_EQ(s.available(), 1U);
 }
 
