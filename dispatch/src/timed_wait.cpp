@@ -96,18 +96,11 @@ void timed_wait::withdraw() noexcept {
 }
 
 timed_wait::admission timed_wait::admit(std::coroutine_handle<> coroutine, branch* owner) noexcept {
-  if (owner == nullptr) {
-    return admission::wait;
-  }
-  if (owner->abandoned()) {
-    resume_later_on(current_executor(), coroutine, owner);  // it drops the branch
-    return admission::dropped;
-  }
-  if (owner->token.stop_requested()) {
+  const admission found = detail::admit(coroutine, owner);
+  if (found == admission::stopped) {
     error_ = canceled();
-    return admission::stopped;
   }
-  return admission::wait;
+  return found;
 }
 
 void timed_wait::start_wait(std::coroutine_handle<> coroutine, branch* owner,

@@ -61,7 +61,7 @@ TEST(with_timeout, stops_a_late_task_waits_for_it_and_throws_timed_out) {
 
 TEST(with_timeout, a_value_that_arrives_while_the_task_is_being_cancelled_is_returned) {
   handler_thread h;
-  auto stubborn = []() -> task<int> {
+  auto insists = []() -> task<int> {
     try {
       co_await sleep_for(1h);
     } catch (const std::system_error&) {
@@ -70,7 +70,7 @@ TEST(with_timeout, a_value_that_arrives_while_the_task_is_being_cancelled_is_ret
     co_return 0;
   };
   EXPECT_EQ(
-      co_spawn(h, [&]() -> task<int> { co_return co_await with_timeout(stubborn(), 10ms); }).get(),
+      co_spawn(h, [&]() -> task<int> { co_return co_await with_timeout(insists(), 10ms); }).get(),
       42);
 }
 

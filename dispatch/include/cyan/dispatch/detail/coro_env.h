@@ -192,6 +192,23 @@ inline void resume_later_on(executor_ref home, std::coroutine_handle<> coroutine
   home.vtable->resume_later(home.target, unique_function<void()>(resume_job(coroutine, owner)));
 }
 
+/// What a suspending operation makes of the suspending coroutine's branch (`owner`, may be null)
+/// before it waits: a branch that was abandoned does not wait (its drop is posted to this
+/// thread's queue: the operation's await_suspend returns true); one whose stop was requested
+/// does not wait either (await_suspend returns false and the operation throws
+/// operation_canceled).
+enum class admission { wait, dropped, stopped };
+[[nodiscard]] inline admission admit(std::coroutine_handle<> coroutine, branch* owner) noexcept {
+  if (owner == nullptr) {
+    return admission::wait;
+  }
+  if (owner->abandoned()) {
+    resume_later_on(current_executor(), coroutine, owner);  // it drops the branch
+    return admission::dropped;
+  }
+  return owner->token.stop_requested() ? admission::stopped : admission::wait;
+}
+
 }  // namespace cyan::dispatch::detail
 
 // An awaiter of event/ (signal_set::wait()) observes a cyan coroutine's stop token: its branch's.

@@ -24,15 +24,14 @@ class [[nodiscard]] schedule_awaiter {
   template <typename Promise>
   bool await_suspend(std::coroutine_handle<Promise> suspended) noexcept {
     branch* owner = branch_of(suspended);
-    if (owner != nullptr) {
-      if (owner->abandoned()) {
-        resume_later_on(current_executor(), suspended, owner);  // it drops the branch
+    switch (admit(suspended, owner)) {
+      case admission::dropped:
         return true;
-      }
-      if (owner->token.stop_requested()) {
+      case admission::stopped:
         cancelled_ = true;
         return false;
-      }
+      case admission::wait:
+        break;
     }
     resume_later_on(target_, suspended, owner);
     return true;

@@ -117,11 +117,9 @@ class timed_wait : private thread_bound_wait {
         expiry_(expiry) {}
   ~timed_wait();
 
-  enum class admission {
-    wait,     // go on: start_wait() when the wait is needed
-    dropped,  // the branch was abandoned: its drop is posted; await_suspend returns true
-    stopped,  // its stop was requested: error_ is operation_canceled; await_suspend returns false
-  };
+  /// See admit() in coro_env.h: wait, dropped (await_suspend returns true) or stopped
+  /// (error_ is operation_canceled; await_suspend returns false).
+  using admission = detail::admission;
   /// The admit phase, for `owner` (the suspending coroutine's branch; may be null).
   [[nodiscard]] admission admit(std::coroutine_handle<> coroutine, branch* owner) noexcept;
 

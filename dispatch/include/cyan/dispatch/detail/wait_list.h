@@ -146,15 +146,14 @@ class sync_wait {
   template <typename Promise, typename Retry, typename Linked>
   bool suspend(std::coroutine_handle<Promise> suspended, Retry&& retry, Linked&& linked) {
     branch* owner = branch_of(suspended);
-    if (owner != nullptr) {
-      if (owner->abandoned()) {
-        resume_later_on(current_executor(), suspended, owner);  // it drops the branch
+    switch (admit(suspended, owner)) {
+      case admission::dropped:
         return true;
-      }
-      if (owner->token.stop_requested()) {
+      case admission::stopped:
         cancelled_ = true;
         return false;
-      }
+      case admission::wait:
+        break;
     }
     coroutine_ = suspended;
     owner_ = owner;
