@@ -352,6 +352,7 @@ TEST(channel, a_cancelled_receive_never_consumes_the_item_it_races) {
         [&ch, round]() -> task<> { co_await ch.send(round); });
     const std::optional<int> left = ch.try_receive();
     ASSERT_EQ(received, got.has_value()) << "round " << round;
+    ASSERT_TRUE(received || round % 4 != 2) << "round " << round;       // handed first: it has it
     ASSERT_NE(got.has_value(), left.has_value()) << "round " << round;  // exactly one has it
     ASSERT_EQ(got.has_value() ? *got : *left, round);
   }
@@ -373,7 +374,8 @@ TEST(channel, a_cancelled_send_never_enqueues_its_item) {
         [&ch, &first]() -> task<> { first = co_await ch.receive(); });
     ASSERT_EQ(first, std::optional<int>(-1));
     const std::optional<int> left = ch.try_receive();
-    ASSERT_EQ(left.has_value(), delivered) << "round " << round;  // in the channel iff sent
+    ASSERT_EQ(left.has_value(), delivered) << "round " << round;    // in the channel iff sent
+    ASSERT_TRUE(delivered || round % 4 != 2) << "round " << round;  // room came first: sent
     if (delivered) {
       ASSERT_EQ(*left, round);
     }
