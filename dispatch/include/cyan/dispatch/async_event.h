@@ -60,21 +60,18 @@ class async_event {
     [[nodiscard]] bool await_ready() const noexcept { return event_.is_set(); }
     template <typename Promise>
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
-      return suspend(
-          suspended,
-          [this] {
-            // Announce the waiter before looking: a set() after this sees kWaiters and comes
-            // for it; one before it is seen here.
-            const std::uint32_t seen = event_.state_.fetch_or(kWaiters, std::memory_order_acq_rel);
-            if ((seen & kSet) == 0) {
-              return attempt::wait;
-            }
-            if (event_.waiters_.empty()) {
-              event_.state_.fetch_and(~kWaiters, std::memory_order_relaxed);
-            }
-            return attempt::done;
-          },
-          [] {});
+      return suspend(suspended, [this] {
+        // Announce the waiter before looking: a set() after this sees kWaiters and comes
+        // for it; one before it is seen here.
+        const std::uint32_t seen = event_.state_.fetch_or(kWaiters, std::memory_order_acq_rel);
+        if ((seen & kSet) == 0) {
+          return attempt::wait;
+        }
+        if (event_.waiters_.empty()) {
+          event_.state_.fetch_and(~kWaiters, std::memory_order_relaxed);
+        }
+        return attempt::done;
+      });
     }
     void await_resume() {
       if (finish()) {

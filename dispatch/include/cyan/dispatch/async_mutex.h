@@ -96,9 +96,8 @@ class async_mutex {
     [[nodiscard]] bool await_ready() noexcept { return mutex_.try_lock(); }
     template <typename Promise>
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
-      return suspend(
-          suspended, [this] { return mutex_.lock_or_mark() ? attempt::done : attempt::wait; },
-          [] {});
+      return suspend(suspended,
+                     [this] { return mutex_.lock_or_mark() ? attempt::done : attempt::wait; });
     }
     async_mutex_lock await_resume() {
       if (finish()) {

@@ -95,9 +95,9 @@ class async_semaphore {
     [[nodiscard]] bool await_ready() noexcept { return semaphore_.try_acquire(); }
     template <typename Promise>
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
-      return suspend(
-          suspended,
-          [this] { return semaphore_.acquire_or_mark() ? attempt::done : attempt::wait; }, [] {});
+      return suspend(suspended, [this] {
+        return semaphore_.acquire_or_mark() ? attempt::done : attempt::wait;
+      });
     }
     void await_resume() {
       if (finish()) {

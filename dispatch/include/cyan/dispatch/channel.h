@@ -183,27 +183,24 @@ class channel {
     }
     template <typename Promise>
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
-      return suspend(
-          suspended,
-          [this] {
-            // Announce the waiter before trying again: a receive after this sees it.
-            channel_.senders_waiting_.store(true, std::memory_order_seq_cst);
-            switch (channel_.push(value_)) {
-              case detail::ring_result::done:
-                pushed_ = true;
-                break;
-              case detail::ring_result::closed:
-                closed_ = true;
-                break;
-              default:
-                return attempt::wait;
-            }
-            if (channel_.senders_.empty()) {
-              channel_.senders_waiting_.store(false, std::memory_order_relaxed);
-            }
-            return attempt::done;
-          },
-          [] {});
+      return suspend(suspended, [this] {
+        // Announce the waiter before trying again: a receive after this sees it.
+        channel_.senders_waiting_.store(true, std::memory_order_seq_cst);
+        switch (channel_.push(value_)) {
+          case detail::ring_result::done:
+            pushed_ = true;
+            break;
+          case detail::ring_result::closed:
+            closed_ = true;
+            break;
+          default:
+            return attempt::wait;
+        }
+        if (channel_.senders_.empty()) {
+          channel_.senders_waiting_.store(false, std::memory_order_relaxed);
+        }
+        return attempt::done;
+      });
     }
     void await_resume() {
       const bool cancelled = finish();
@@ -246,26 +243,23 @@ class channel {
     }
     template <typename Promise>
     bool await_suspend(std::coroutine_handle<Promise> suspended) {
-      return suspend(
-          suspended,
-          [this] {
-            // Announce the waiter before looking again: a send after this sees it.
-            channel_.receivers_waiting_.store(true, std::memory_order_seq_cst);
-            switch (channel_.pop(item_)) {
-              case detail::ring_result::done:
-                popped_ = true;
-                break;
-              case detail::ring_result::closed:
-                break;
-              default:
-                return attempt::wait;
-            }
-            if (channel_.receivers_.empty()) {
-              channel_.receivers_waiting_.store(false, std::memory_order_relaxed);
-            }
-            return attempt::done;
-          },
-          [] {});
+      return suspend(suspended, [this] {
+        // Announce the waiter before looking again: a send after this sees it.
+        channel_.receivers_waiting_.store(true, std::memory_order_seq_cst);
+        switch (channel_.pop(item_)) {
+          case detail::ring_result::done:
+            popped_ = true;
+            break;
+          case detail::ring_result::closed:
+            break;
+          default:
+            return attempt::wait;
+        }
+        if (channel_.receivers_.empty()) {
+          channel_.receivers_waiting_.store(false, std::memory_order_relaxed);
+        }
+        return attempt::done;
+      });
     }
     std::optional<T> await_resume() {
       if (finish()) {

@@ -126,9 +126,6 @@ class sync_wait {
   /// "resume" above), else through the home's queue. [any thread]
   void wake() noexcept;
 
-  /// Under the lock: marks a waiter that the primitive unlinked itself as granted.
-  void mark_granted() noexcept { state_ = state::granted; }
-
  protected:
   /// `give_back` runs when a waiter that was granted something is destroyed before it resumed
   /// (its task dropped): the primitive passes the thing on. Null when there is nothing to give.
@@ -140,11 +137,11 @@ class sync_wait {
   enum class attempt { wait, done };
 
   /// The admit, enqueue, watch and rendezvous phases. `retry` runs under the lock before the
-  /// waiter is linked (returns attempt::done when the wait is not needed after all: the
-  /// derived awaiter noted its result); `linked` runs under the lock right after the waiter was
-  /// linked (the primitive sets its "waiters present" flag). Returns await_suspend's answer.
-  template <typename Promise, typename Retry, typename Linked>
-  bool suspend(std::coroutine_handle<Promise> suspended, Retry&& retry, Linked&& linked) {
+  /// waiter is linked: it sets the primitive's "waiters present" flag and tries once more,
+  /// returning attempt::done when the wait is not needed after all (the derived awaiter noted
+  /// its result). Returns await_suspend's answer.
+  template <typename Promise, typename Retry>
+  bool suspend(std::coroutine_handle<Promise> suspended, Retry&& retry) {
     branch* owner = branch_of(suspended);
     switch (admit(suspended, owner)) {
       case admission::dropped:
@@ -167,7 +164,6 @@ class sync_wait {
         return false;
       }
       list_.push_back(*this);
-      linked();
     }
     if (owner != nullptr && owner->token.stop_possible()) {
       stop_watch_.emplace(owner->token, on_stop{ this });  // may cancel at once
