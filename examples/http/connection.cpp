@@ -90,8 +90,7 @@ dispatch::task<> basic_connection<Stream>::run() {
     // While draining, only what has arrived: the shutdown is not to wait; a drain that begins
     // meanwhile closes it (the guard).
     const auto idle = server_.idle(tcp_of(socket_));
-    co_await linger(socket_, input_,
-                    server_.draining() ? clock_type::duration::zero() : kLingerLimit);
+    co_await linger(socket_, input_, linger_limit());
   }
 }
 
@@ -147,6 +146,20 @@ dispatch::task<> basic_connection<Stream>::exchange() {
   }
 }
 
+// How long to keep reading after the answer that closes: nothing more is expected when the
+// client asked to close after a request that arrived whole, with nothing after it (as nginx:
+// the close_notify or end of stream goes out at once, no wait for the client's); otherwise the
+// client may still be sending (an error mid-request, bytes pipelined after), and closing with
+// them unread would reset the connection before the client reads the answer: kLingerLimit.
+template <typename Stream>
+std::chrono::nanoseconds basic_connection<Stream>::linger_limit() const {
+  const bool client_done = client_closes_ && unparsed_.empty() && !parser_.in_request();
+  if (server_.draining() || client_done) {
+    return clock_type::duration::zero();
+  }
+  return kLingerLimit;
+}
+
 // Between requests the idle timeout; within one, what is left until its deadline.
 template <typename Stream>
 std::chrono::nanoseconds basic_connection<Stream>::read_limit() const {
@@ -191,7 +204,8 @@ void basic_connection<Stream>::respond(const request& r) {
   const status s = r.method == request::verb::other ? status::method_not_allowed
                    : r.root                         ? status::ok
                                                     : status::not_found;
-  closing_ = !r.keep_alive || server_.draining();
+  client_closes_ = !r.keep_alive;
+  closing_ = client_closes_ || server_.draining();
   const connection_header connection = closing_     ? connection_header::close
                                        : r.http_1_0 ? connection_header::keep_alive
                                                     : connection_header::implied;
@@ -215,6 +229,7 @@ void basic_connection<Stream>::respond(const request& r) {
 template <typename Stream>
 void basic_connection<Stream>::respond_error(status s) {
   closing_ = true;
+  client_closes_ = false;
   home_.responses.append_head(out_, s, connection_header::close);
   out_.append(home_.responses.body(s));
 }

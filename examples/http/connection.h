@@ -35,9 +35,11 @@ struct alignas(cache_line_size) thread_state {
   response_set responses;
 };
 
-/// How long, after an answer that closes, the server keeps reading (and dropping) what the
-/// client still sends: closing with unread input resets the connection, and the client may then
-/// lose the answer before it reads it.
+/// How long, after an answer that closes while the client may still be sending (an error
+/// mid-request, requests pipelined after it), the server keeps reading (and dropping) what
+/// comes: closing with unread input resets the connection, and the client may then lose the
+/// answer before it reads it. A client that asked to close, with nothing after, is not waited
+/// for.
 inline constexpr std::chrono::seconds kLingerLimit{ 1 };
 
 /// After an answer that closes the connection: ends the sending side (the client reads the
@@ -82,6 +84,7 @@ class basic_connection {
 
   dispatch::task<> exchange();
   [[nodiscard]] std::chrono::nanoseconds read_limit() const;
+  [[nodiscard]] std::chrono::nanoseconds linger_limit() const;
   void note_request_start();
   [[nodiscard]] bool answer();
   void respond(const request& r);
@@ -103,6 +106,7 @@ class basic_connection {
   std::uint64_t deadline_of_ = 0;    // which request (by requests_begun()) deadline_ is for
   bool reading_ = false;             // in a read (not a write) when an exception comes
   bool closing_ = false;             // the last response closes the connection
+  bool client_closes_ = false;       // because the request asked to (not an error, a drain)
 };
 
 using connection = basic_connection<net::tcp_socket>;

@@ -123,6 +123,43 @@ TEST(https_server, a_slow_request_gets_408_then_close_notify) {
   EXPECT_EQ(s.process().stop(), 0);
 }
 
+// A client that asked to close gets the answer, close_notify and the end of the TCP stream at
+// once: the server has nothing more to read, so it does not wait (up to kLingerLimit, 1 s) for
+// the client's close_notify (as nginx). The client here never sends one.
+TEST(https_server, a_request_asking_to_close_ends_the_connection_without_waiting_for_the_client) {
+  https_server s({ "--threads", "1" });
+  ASSERT_NE(s.port(), 0u);
+  handler_thread client_thread;
+  const auto [answer, waited] =
+      run_on(client_thread, [&]() -> task<std::pair<std::string, std::chrono::nanoseconds>> {
+        tcp_socket raw = co_await tcp_socket::connect(
+            endpoint::loopback_v4(static_cast<std::uint16_t>(s.port())), 10s);
+        tls_stream stream =
+            co_await tls_stream::connect(std::move(raw), client_context(), "localhost", 10s);
+        co_await stream.write_all(cyan::net::buffer(std::string_view(
+                                      "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")),
+                                  10s);
+        std::string answer;
+        std::byte buffer[4096];
+        while (const std::size_t n = co_await stream.read_some(buffer, 10s)) {
+          answer += cyan::net::as_string_view(std::span(buffer).first(n));
+        }
+        // The server's close_notify has come; now the TCP end, the client staying silent.
+        const auto from = std::chrono::steady_clock::now();
+        std::size_t after = 0;
+        while (const std::size_t n = co_await stream.next_layer().read_some(buffer, 10s)) {
+          after += n;
+        }
+        co_return std::pair{ after == 0 ? answer : "bytes after close_notify",
+                             std::chrono::steady_clock::now() - from };
+      });
+  EXPECT_EQ(answer.substr(0, answer.find("\r\n")), "HTTP/1.1 200 OK");
+  EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
+  // Lingering would hold the connection for 1 s; closing at once takes microseconds.
+  EXPECT_LT(waited, 500ms);
+  EXPECT_EQ(s.process().stop(), 0);
+}
+
 TEST(https_server, a_plain_http_client_on_the_tls_port_is_dropped_and_tls_clients_are_served) {
   https_server s({ "--threads", "1" });
   ASSERT_NE(s.port(), 0u);
