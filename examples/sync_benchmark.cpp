@@ -18,6 +18,9 @@
 //                 coroutines that each enter the strand for an increment and leave it again
 //                 (taking turns as the tasks do), and, for scale, the same increments posted to
 //                 the strand by 4 posters that never wait for their turn.
+//   For fan-in, each run's context switches (voluntary / involuntary) and system CPU are printed
+//   after the table: its slow runs are the ones where the three threads on two vCPUs fall into
+//   sleeping and waking one another (docs/bench/notes.md, "Fan-in's spread").
 // Checksums: ping-pong — the last value (the round trips); streaming and fan-in — the sum of
 // the items received; mutex — the counter.
 //
@@ -27,6 +30,7 @@
 //   CYAN_BENCH_LOCKS        lock + unlock per task (default 1000000)
 //   CYAN_BENCH_REPS         repetitions per arm (default 11)
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -36,7 +40,10 @@
 #include <latch>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -462,17 +469,62 @@ bool run_streaming(std::uint64_t items) {
   return ok;
 }
 
+// What the process's threads did besides computing during one run: context switches and
+// system CPU (getrusage deltas), to tell a run that slept and woke from one that did not.
+struct scheduling {
+  long voluntary = 0;
+  long involuntary = 0;
+  double system_seconds = 0;
+};
+
+template <typename Run>
+sample with_scheduling(std::vector<std::pair<double, scheduling>>& seen, Run run) {
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const sample out = run();
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6;
+  };
+  seen.emplace_back(
+      out.seconds, scheduling{ after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw,
+                               seconds(after.ru_stime) - seconds(before.ru_stime) });
+  return out;
+}
+
+void print_scheduling(const char* arm, std::vector<std::pair<double, scheduling>> seen) {
+  std::sort(seen.begin(), seen.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::printf(
+      "  %s, runs fastest first: seconds (context switches voluntary / involuntary, "
+      "system CPU s)\n   ",
+      arm);
+  for (const auto& [seconds, s] : seen) {
+    std::printf(" %.3f (%ld / %ld, %.3f)", seconds, s.voluntary, s.involuntary, s.system_seconds);
+  }
+  std::printf("\n");
+}
+
 bool run_fan_in(std::uint64_t items) {
   thread_pool pool(2);
   handler_thread consumer;
   asio_threads asio_producers(2);
   asio_threads asio_consumer;
+  std::vector<std::pair<double, scheduling>> cyan_seen;
+  std::vector<std::pair<double, scheduling>> asio_seen;
   cyan::bench::suite s{ "sync", "channel fan-in" };
-  s.add("cyan channel", [&] { return cyan_fan_in(pool, consumer, items); });
-  s.add("asio concurrent_channel",
-        [&] { return asio_fan_in(asio_producers, asio_consumer, items); });
+  s.add("cyan channel", [&] {
+    return with_scheduling(cyan_seen, [&] { return cyan_fan_in(pool, consumer, items); });
+  });
+  s.add("asio concurrent_channel", [&] {
+    return with_scheduling(asio_seen,
+                           [&] { return asio_fan_in(asio_producers, asio_consumer, items); });
+  });
   const bool ok = s.run();
   s.goal("cyan channel", "asio concurrent_channel", 5.0);
+  print_scheduling("cyan channel", std::move(cyan_seen));
+  print_scheduling("asio concurrent_channel", std::move(asio_seen));
   return ok;
 }
 

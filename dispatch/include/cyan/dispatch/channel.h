@@ -86,6 +86,9 @@ class channel {
   /// Puts `value` in the channel if there is room and it is open (true); otherwise returns
   /// false and leaves `value` as it was. Never waits. Throws std::bad_alloc (unbounded).
   [[nodiscard]] bool try_send(T&& value) {
+    if (hand_off(value)) {
+      return true;
+    }
     if (push(value) != detail::ring_result::done) {
       return false;
     }
@@ -170,6 +173,9 @@ class channel {
     ~send_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() {
+      if (channel_.hand_off(value_)) {
+        return true;
+      }
       switch (channel_.push(value_)) {
         case detail::ring_result::done:
           channel_.after_push();
@@ -323,6 +329,31 @@ class channel {
         return sealed ? detail::ring_result::closed : detail::ring_result::empty;
       }
     }
+  }
+
+  // A receiver waits and nothing is buffered: the item goes straight into the first waiting
+  // receiver, not through the buffer, so no buffer line crosses between the cores (the
+  // receivers' flag, their lock and the waiter do either way). Returns whether it went; if not,
+  // `value` is untouched. Nothing buffered means no sender's earlier item can be overtaken; a
+  // closed channel takes nothing (the push that follows says so).
+  bool hand_off(T& value) noexcept {
+    if (!receivers_waiting_.load(std::memory_order_relaxed)) {
+      return false;  // a stale answer only means the buffer's way: after_push looks again
+    }
+    detail::granted_chain woken;  // woken when it goes, after the lock
+    std::lock_guard guard(receivers_.lock());
+    const bool buffer_empty_and_open =
+        ring_ ? ring_->empty_and_open() : !queue_->sealed() && queue_->empty();
+    if (receivers_.empty() || !buffer_empty_and_open) {
+      return false;
+    }
+    auto& first = static_cast<receive_awaiter&>(*receivers_.front());
+    first.item_.emplace(std::move(value));  // popped_ stays false: the buffer gained no room
+    woken.add(*receivers_.grant_front());
+    if (receivers_.empty()) {
+      receivers_waiting_.store(false, std::memory_order_relaxed);
+    }
+    return true;
   }
 
   // After an item went in: hand items to waiting receivers, if any. The seq_cst load closes

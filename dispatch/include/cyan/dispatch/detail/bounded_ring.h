@@ -107,6 +107,12 @@ class bounded_ring {
   [[nodiscard]] bool closed() const noexcept {
     return (tail_.load(std::memory_order_seq_cst) & mark_) != 0;
   }
+  /// Whether nothing is in it or on its way in (no position claimed and not yet read), and it
+  /// is open. [any]
+  [[nodiscard]] bool empty_and_open() const noexcept {
+    const std::size_t tail = tail_.load(std::memory_order_seq_cst);
+    return tail == head_.load(std::memory_order_seq_cst);  // equal: no mark either
+  }
 
  private:
   struct slot {
