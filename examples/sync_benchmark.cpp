@@ -18,9 +18,10 @@
 //                 coroutines that each enter the strand for an increment and leave it again
 //                 (taking turns as the tasks do), and, for scale, the same increments posted to
 //                 the strand by 4 posters that never wait for their turn.
-//   For fan-in, each run's context switches (voluntary / involuntary) and system CPU are printed
-//   after the table: its slow runs are the ones where the three threads on two vCPUs fall into
-//   sleeping and waking one another (docs/bench/notes.md, "Fan-in's spread").
+//   For fan-in and the contended mutex, each run's context switches (voluntary / involuntary)
+//   and system CPU are printed after the table, and for the contended rows how many times the
+//   turn passed from one thread to the other: what tells a slow run from a fast one
+//   (docs/bench/notes.md, "Coroutine synchronisation: the spreads").
 // Checksums: ping-pong — the last value (the round trips); streaming and fan-in — the sum of
 // the items received; mutex — the counter.
 //
@@ -39,6 +40,7 @@
 #include <future>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -361,7 +363,19 @@ sample std_uncontended(handler_thread& h, std::uint64_t locks) {
 
 constexpr int kLockers = 4;
 
-sample cyan_contended(thread_pool& pool, std::uint64_t locks) {
+// How often the turn passed from one thread to the other: counted inside the critical section
+// (so it needs no synchronisation of its own) by the cyan and the strand-coroutine arms alike.
+struct turn_passes {
+  std::thread::id last;
+  std::uint64_t passes = 0;
+  void note() noexcept {
+    const std::thread::id here = std::this_thread::get_id();
+    passes += here != last ? 1 : 0;
+    last = here;
+  }
+};
+
+sample cyan_contended(thread_pool& pool, std::uint64_t locks, turn_passes& turns) {
   cyan::dispatch::async_mutex m;
   std::uint64_t counter = 0;
   return cyan::bench::time([&] {
@@ -371,6 +385,7 @@ sample cyan_contended(thread_pool& pool, std::uint64_t locks) {
         for (std::uint64_t i = 0; i < locks; ++i) {
           auto guard = co_await m.scoped_lock();
           ++counter;
+          turns.note();
         }
       }));
     }
@@ -383,7 +398,7 @@ sample cyan_contended(thread_pool& pool, std::uint64_t locks) {
 
 // Asio's way to make coroutines take turns: each enters the strand for its increment and
 // leaves it for the pool again, as cyan's tasks take and release the lock.
-sample asio_strand_coroutines(std::uint64_t locks) {
+sample asio_strand_coroutines(std::uint64_t locks, turn_passes& turns) {
   asio::thread_pool pool(2);
   auto strand = asio::make_strand(pool);
   std::uint64_t counter = 0;
@@ -396,6 +411,7 @@ sample asio_strand_coroutines(std::uint64_t locks) {
             for (std::uint64_t i = 0; i < locks; ++i) {
               co_await asio::dispatch(asio::bind_executor(strand, asio::use_awaitable));
               ++counter;
+              turns.note();
               co_await asio::post(asio::bind_executor(pool, asio::use_awaitable));
             }
           },
@@ -471,14 +487,20 @@ bool run_streaming(std::uint64_t items) {
 
 // What the process's threads did besides computing during one run: context switches and
 // system CPU (getrusage deltas), to tell a run that slept and woke from one that did not.
+// For the contended rows also how many times the turn passed between the threads.
 struct scheduling {
   long voluntary = 0;
   long involuntary = 0;
   double system_seconds = 0;
+  std::optional<std::uint64_t> turn_passes;
 };
 
 template <typename Run>
-sample with_scheduling(std::vector<std::pair<double, scheduling>>& seen, Run run) {
+sample with_scheduling(std::vector<std::pair<double, scheduling>>& seen, Run run,
+                       turn_passes* turns = nullptr) {
+  if (turns != nullptr) {
+    *turns = {};
+  }
   rusage before{};
   ::getrusage(RUSAGE_SELF, &before);
   const sample out = run();
@@ -487,9 +509,12 @@ sample with_scheduling(std::vector<std::pair<double, scheduling>>& seen, Run run
   const auto seconds = [](const timeval& t) {
     return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6;
   };
-  seen.emplace_back(
-      out.seconds, scheduling{ after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw,
-                               seconds(after.ru_stime) - seconds(before.ru_stime) });
+  scheduling s{ after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw,
+                seconds(after.ru_stime) - seconds(before.ru_stime), std::nullopt };
+  if (turns != nullptr) {
+    s.turn_passes = turns->passes;
+  }
+  seen.emplace_back(out.seconds, s);
   return out;
 }
 
@@ -498,10 +523,15 @@ void print_scheduling(const char* arm, std::vector<std::pair<double, scheduling>
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::printf(
       "  %s, runs fastest first: seconds (context switches voluntary / involuntary, "
-      "system CPU s)\n   ",
-      arm);
+      "system CPU s%s)\n   ",
+      arm,
+      seen.empty() || !seen.front().second.turn_passes ? "" : ", turns passed between threads");
   for (const auto& [seconds, s] : seen) {
-    std::printf(" %.3f (%ld / %ld, %.3f)", seconds, s.voluntary, s.involuntary, s.system_seconds);
+    std::printf(" %.3f (%ld / %ld, %.3f", seconds, s.voluntary, s.involuntary, s.system_seconds);
+    if (s.turn_passes) {
+      std::printf(", %llu", static_cast<unsigned long long>(*s.turn_passes));
+    }
+    std::printf(")");
   }
   std::printf("\n");
 }
@@ -544,12 +574,23 @@ bool run_uncontended(std::uint64_t locks) {
 
 bool run_contended(std::uint64_t locks) {
   thread_pool pool(2);
+  std::vector<std::pair<double, scheduling>> cyan_seen;
+  std::vector<std::pair<double, scheduling>> asio_seen;
   cyan::bench::suite s{ "sync", "mutex contended" };
-  s.add("cyan async_mutex", [&] { return cyan_contended(pool, locks); });
-  s.add("asio strand (coroutines take turns)", [&] { return asio_strand_coroutines(locks); });
+  turn_passes turns;
+  s.add("cyan async_mutex", [&] {
+    return with_scheduling(
+        cyan_seen, [&] { return cyan_contended(pool, locks, turns); }, &turns);
+  });
+  s.add("asio strand (coroutines take turns)", [&] {
+    return with_scheduling(
+        asio_seen, [&] { return asio_strand_coroutines(locks, turns); }, &turns);
+  });
   s.add("asio strand (posted increments)", [&] { return asio_strand_increments(locks); });
   const bool ok = s.run();
   s.goal("cyan async_mutex", "asio strand (coroutines take turns)", 3.0);
+  print_scheduling("cyan async_mutex", std::move(cyan_seen));
+  print_scheduling("asio strand (coroutines take turns)", std::move(asio_seen));
   return ok;
 }
 
