@@ -9,6 +9,7 @@ packages=(
   libssl-dev openssl curl                             # TLS; openssl and curl: its tests' peers
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
   libomp-dev                                          # OpenMP benchmark baseline (clang)
+  clang-14 libclang-rt-14-dev                         # the fuzz targets (libFuzzer)
   gnuplot-nox fonts-dejavu-core                       # the benchmark report's panels
   wrk nginx-light node-llhttp                         # HTTP: load, the nginx peer, llhttp sources
   python3                                             # the net tests' asyncio peer, the bench report

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs missing packages, builds cyan and runs the whole test suite with ctest.
 #   scripts/test.sh            the debug preset (also builds the examples and benchmarks)
-#   scripts/test.sh asan       AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/test.sh asan       AddressSanitizer + UndefinedBehaviorSanitizer, then the fuzz
+#                              targets (the fuzz preset: clang, ASan + UBSan) for a bounded time
+#                              each (ctest label fuzz; CYAN_FUZZ_SECONDS, default 60)
 #   scripts/test.sh tsan       ThreadSanitizer
 # Extra arguments go to ctest (e.g. -R queue, -L stress).
 set -euo pipefail
@@ -20,3 +22,10 @@ jobs="$(nproc)"
 cmake --preset "$preset"
 cmake --build --preset "$preset" -j "$jobs"
 ctest --preset "$preset" -j "$jobs" "$@"
+
+# The ASan lane also fuzzes: every parser of hostile input for a bounded time (tests/fuzz).
+if [ "$preset" = asan ] && [ $# -eq 0 ]; then
+  cmake --preset fuzz -DCYAN_FUZZ_SECONDS="${CYAN_FUZZ_SECONDS:-60}"
+  cmake --build --preset fuzz -j "$jobs"
+  ctest --preset fuzz -j "$jobs"
+fi

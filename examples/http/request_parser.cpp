@@ -77,6 +77,11 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
                                                             : parse_event::need_more;
     }
     if (result != HPE_PAUSED) {
+      // A header section that passed its limit before the bad byte did so first: 431, however
+      // the stream was cut into reads (the count runs at the end of each read).
+      if (in_headers_ && !count_header_bytes(llhttp_get_error_pos(&parser_))) {
+        return fail(status::header_fields_too_large);
+      }
       return fail(error_);
     }
     const char* stop = llhttp_get_error_pos(&parser_);

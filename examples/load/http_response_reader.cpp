@@ -44,14 +44,17 @@ bool contains_ignoring_case(std::string_view text, std::string_view word) noexce
   throw std::system_error(make_error_code(net::error::end_of_stream), "response cut short");
 }
 
-// "HTTP/1.x NNN reason": the status, and whether the version keeps connections by default.
+// "HTTP/1.x NNN reason": the status, and whether the version keeps connections by default. The
+// status is three digits from 100 to 599 (RFC 9110, 15: others are invalid); from_chars alone
+// would also take "-12" and "050".
 http_response parse_status_line(std::string_view line) {
-  int status = 0;
-  const bool well_formed =
-      line.size() >= 12 && line.substr(0, 7) == "HTTP/1." && (line[7] == '0' || line[7] == '1') &&
-      line[8] == ' ' &&
-      std::from_chars(line.data() + 9, line.data() + 12, status).ptr == line.data() + 12;
-  if (!well_formed) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const bool well_formed = line.size() >= 12 && line.substr(0, 7) == "HTTP/1." &&
+                           (line[7] == '0' || line[7] == '1') && line[8] == ' ' && digit(line[9]) &&
+                           digit(line[10]) && digit(line[11]);
+  const int status =
+      well_formed ? (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0') : 0;
+  if (!well_formed || status < 100 || status > 599) {
     throw http_protocol_error("malformed status line: " + std::string(line.substr(0, 80)));
   }
   return { status, line[7] == '1' };

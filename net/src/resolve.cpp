@@ -15,6 +15,7 @@
 
 #include "cyan/common/detail/escape.h"
 #include "cyan/dispatch/async.h"
+#include "cyan/net/detail/resolve_arguments.h"
 #include "cyan/net/error.h"
 
 namespace cyan::net {
@@ -53,25 +54,6 @@ bool read_as_number(std::string_view service) noexcept {
   return !service.empty() && service.find_first_not_of("0123456789") == std::string_view::npos;
 }
 
-// Refuses what getaddrinfo() would misread. It reads host and service as C strings, so a NUL
-// would cut a name short ("localhost\0evil.example" is "localhost"), and it keeps only the low
-// 16 bits of a numeric service ("99999" is port 34463): a number must be plain digits, 0..65535.
-void check_arguments(const std::string& host, const std::string& service) {
-  if (host.find('\0') != std::string::npos || service.find('\0') != std::string::npos) {
-    throw std::invalid_argument(call_text(host, service) + ": a NUL in the host or service");
-  }
-  if (!read_as_number(service)) {
-    return;
-  }
-  std::uint32_t port = 0;
-  const char* end = service.data() + service.size();
-  const auto [stop, ec] = std::from_chars(service.data(), end, port);
-  if (ec != std::errc() || stop != end || port > 0xffff) {
-    throw std::invalid_argument(call_text(host, service) +
-                                ": the port is not a decimal number from 0 to 65535");
-  }
-}
-
 // The blocking part, run on a pool thread.
 std::vector<endpoint> lookup(const std::string& host, const std::string& service,
                              resolve_flags flags) {
@@ -105,9 +87,32 @@ std::vector<endpoint> lookup(const std::string& host, const std::string& service
 
 }  // namespace
 
+namespace detail {
+
+// Refuses what getaddrinfo() would misread. It reads host and service as C strings, so a NUL
+// would cut a name short ("localhost\0evil.example" is "localhost"), and it keeps only the low
+// 16 bits of a numeric service ("99999" is port 34463): a number must be plain digits, 0..65535.
+void check_resolve_arguments(const std::string& host, const std::string& service) {
+  if (host.find('\0') != std::string::npos || service.find('\0') != std::string::npos) {
+    throw std::invalid_argument(call_text(host, service) + ": a NUL in the host or service");
+  }
+  if (!read_as_number(service)) {
+    return;
+  }
+  std::uint32_t port = 0;
+  const char* end = service.data() + service.size();
+  const auto [stop, ec] = std::from_chars(service.data(), end, port);
+  if (ec != std::errc() || stop != end || port > 0xffff) {
+    throw std::invalid_argument(call_text(host, service) +
+                                ": the port is not a decimal number from 0 to 65535");
+  }
+}
+
+}  // namespace detail
+
 dispatch::task<std::vector<endpoint>> resolve(std::string host, std::string service,
                                               resolve_flags flags) {
-  check_arguments(host, service);
+  detail::check_resolve_arguments(host, service);
   // The closure owns its strings: a stop request (or the task's destruction) may leave the
   // lookup running after this frame is gone. It is a named local because GCC 12 miscompiles a
   // capturing lambda temporary inside a co_await expression (a moved std::string capture is

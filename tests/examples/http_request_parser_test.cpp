@@ -147,6 +147,28 @@ TEST(http_request_parser, unfinished_header_section_fails_once_it_passes_the_lim
   EXPECT_EQ(parser.feed(after), parse_event::error);  // and from then on
 }
 
+// Found by fuzz_http_request: a header section over the limit with a bad byte after the limit
+// was 400 when it came in one read and 431 when cut into small ones. The limit is passed
+// first, so 431 however the stream is cut.
+TEST(http_request_parser, a_header_section_past_the_limit_before_a_bad_byte_is_431_however_cut) {
+  const request_limits limits{ .max_header_bytes = 64, .max_body_bytes = 64 };
+  const std::string text = "GET / HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(60, 'a') +
+                           "\r\nBad header\r\n\r\n";  // no colon: llhttp refuses it
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 7 } }) {
+    request_parser parser(limits);
+    EXPECT_EQ(feed_in_pieces(parser, text, piece), std::vector{ parse_event::error })
+        << "piece " << piece;
+    EXPECT_EQ(parser.error_status(), status::header_fields_too_large) << "piece " << piece;
+  }
+  // Within the limit, the same bad byte is 400 however cut.
+  const std::string short_text = "GET / HTTP/1.1\r\nHost: t\r\nBad header\r\n\r\n";
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 } }) {
+    request_parser parser(limits);
+    EXPECT_EQ(feed_in_pieces(parser, short_text, piece), std::vector{ parse_event::error });
+    EXPECT_EQ(parser.error_status(), status::bad_request) << "piece " << piece;
+  }
+}
+
 TEST(http_request_parser, body_limit_by_content_length_and_by_chunks) {
   request_parser declared_at_limit({ .max_body_bytes = 10 });
   EXPECT_EQ(feed_in_pieces(declared_at_limit,
