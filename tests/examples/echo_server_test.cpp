@@ -128,6 +128,24 @@ TEST(echo_server, sigterm_finishes_the_chunk_in_flight_closes_and_exits_zero) {
   EXPECT_EQ(server.wait(10s), 0);
 }
 
+// --idle-ms is how a silent connection ends, not an error: it closes without a word on stderr
+// (a soak run with silent clients found every one reported as "Connection timed out").
+TEST(echo_server, an_idle_connection_is_closed_after_idle_ms_without_an_error_message) {
+  child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "1", "--idle-ms",
+                         "200" },
+                       -1, false, true);
+  const unsigned port = start_server(server);
+  ASSERT_NE(port, 0u);
+  const int fd = connect_to(port);
+  ASSERT_GE(fd, 0);
+  bool closed = false;
+  EXPECT_EQ(receive(fd, 1, 10s, closed), "");  // nothing, then the server's close
+  EXPECT_TRUE(closed);
+  ::close(fd);
+  EXPECT_EQ(server.stop(10s), 0);
+  EXPECT_EQ(server.read_all(5s), "");  // stdout and stderr after the listening line
+}
+
 // An idle connection at SIGTERM is closed when --grace-ms ends, not before, and the server
 // exits 0.
 TEST(echo_server, sigterm_closes_an_idle_connection_after_the_grace_period) {
