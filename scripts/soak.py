@@ -275,7 +275,7 @@ def main():
     with open(os.path.join(out, "cpu.csv"), "w") as f:
         for a, b in zip(rows, rows[1:]):
             f.write(f"{b[0]},{b[3] - a[3]:.3f},{b[6] - a[6]:.3f}\n")
-    plot = f"""set terminal pngcairo size 1200,800 font "DejaVu Sans,10"
+    plot = f"""set terminal pngcairo size 1200,800 font "DejaVu Sans,10" noenhanced
 set output "{out}/soak.png"
 set datafile separator ","
 set multiplot layout 3,1 title "soak: http_server and echo_server under load_tester with chaos clients ({seconds} s)"
