@@ -23,30 +23,14 @@ namespace {
 using namespace std::chrono_literals;
 using cyan::bench::child_process;
 using cyan::bench::parse_result_line;
-using cyan::bench::port_of_listening_line;
+using cyan::test::expect_answer_and_close;
+using cyan::test::good_client;
 using cyan::test::http_response;
 using cyan::test::http_test_client;
+using server = cyan::test::http_server_process;
 using clock_type = std::chrono::steady_clock;
 
 constexpr std::string_view kGetRoot = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";
-
-// http_server on a free port with `options`; port() is 0 when it did not say "listening on".
-class server {
- public:
-  explicit server(std::vector<std::string> options) : process_(command(std::move(options)), -1) {
-    port_ = port_of_listening_line(process_.read_line(10s));
-  }
-  [[nodiscard]] unsigned port() const noexcept { return port_; }
-  child_process& process() noexcept { return process_; }
-
- private:
-  static std::vector<std::string> command(std::vector<std::string> options) {
-    options.insert(options.begin(), { CYAN_PROGRAM_HTTP_SERVER, "--port", "0" });
-    return options;
-  }
-  child_process process_;
-  unsigned port_ = 0;
-};
 
 // The Date header's time, or -1 when it is not an IMF-fixdate.
 std::time_t parse_imf_fixdate(const std::string& text) {
@@ -62,24 +46,6 @@ std::vector<std::string> header_names(const http_response& r) {
     names.push_back(header.first);
   }
   return names;
-}
-
-// A client that behaves, connected and served once already (so accepted before anything else).
-std::unique_ptr<http_test_client> good_client(unsigned port) {
-  auto client = std::make_unique<http_test_client>(port);
-  EXPECT_EQ(client->get_root(), 200);
-  return client;
-}
-
-// The answer to a client that broke a rule: status `expected` with "Connection: close", then
-// the end of the connection.
-void expect_answer_and_close(http_test_client& client, int expected) {
-  const std::optional<http_response> r = client.read_response(5s);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->status(), expected);
-  EXPECT_EQ(r->header("Connection"), "close");
-  EXPECT_EQ(r->header("Content-Length"), std::to_string(r->body.size()));
-  EXPECT_TRUE(client.wait_closed(5s));
 }
 
 TEST(http_server, get_root_returns_the_page_and_head_the_same_headers_without_body) {

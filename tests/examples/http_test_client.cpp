@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -198,6 +200,50 @@ int http_test_client::get_root(std::chrono::milliseconds limit) {
   }
   const std::optional<http_response> r = read_response(limit);
   return r ? r->status() : 0;
+}
+
+namespace {
+
+std::vector<std::string> http_server_command(std::vector<std::string> options) {
+  options.insert(options.begin(), { CYAN_PROGRAM_HTTP_SERVER, "--port", "0" });
+  return options;
+}
+
+// The next response, checked as one that closes: "Connection: close", a Content-Length that is
+// its body's, then the end of the connection. nullopt when none came.
+std::optional<http_response> read_closing_answer(http_test_client& client) {
+  std::optional<http_response> r = client.read_response(std::chrono::seconds(5));
+  if (r) {
+    EXPECT_EQ(r->header("Connection"), "close") << r->status_line;
+    EXPECT_EQ(r->header("Content-Length"), std::to_string(r->body.size())) << r->status_line;
+    EXPECT_TRUE(client.wait_closed(std::chrono::seconds(5))) << r->status_line;
+  }
+  return r;
+}
+
+}  // namespace
+
+http_server_process::http_server_process(std::vector<std::string> options)
+    : process_(http_server_command(std::move(options)), -1) {
+  port_ = bench::port_of_listening_line(process_.read_line(std::chrono::seconds(10)));
+}
+
+std::unique_ptr<http_test_client> good_client(unsigned port) {
+  auto client = std::make_unique<http_test_client>(port);
+  EXPECT_EQ(client->get_root(), 200);
+  return client;
+}
+
+void expect_answer_and_close(http_test_client& client, int expected) {
+  const std::optional<http_response> r = read_closing_answer(client);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status(), expected);
+}
+
+void expect_answer_and_close(http_test_client& client, std::string_view status_line) {
+  const std::optional<http_response> r = read_closing_answer(client);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status_line, status_line);
 }
 
 }  // namespace cyan::test

@@ -1,14 +1,18 @@
 #pragma once
 
 // A plain POSIX HTTP client for the tests of http_server: one loopback connection, every wait
-// bounded by poll(), responses read exactly as sent (status line, headers, Content-Length body).
+// bounded by poll(), responses read exactly as sent (status line, headers, Content-Length body);
+// and the server itself as those tests start it.
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "bench/process.h"
 
 namespace cyan::test {
 
@@ -66,5 +70,30 @@ class http_test_client {
   std::string buffer_;  // received, not yet consumed
   bool ended_ = false;  // end of stream or reset seen
 };
+
+/// http_server on a free port of 127.0.0.1 with `options`, started from the test target's
+/// CYAN_PROGRAM_HTTP_SERVER (cyan_add_program_test(... PROGRAMS http_server)). port() is 0 when
+/// it did not say "listening on" within 10 s. The test stops it and checks its exit status.
+class http_server_process {
+ public:
+  explicit http_server_process(std::vector<std::string> options);
+
+  [[nodiscard]] unsigned port() const noexcept { return port_; }
+  [[nodiscard]] bench::child_process& process() noexcept { return process_; }
+
+ private:
+  bench::child_process process_;
+  unsigned port_ = 0;
+};
+
+/// A client that behaves, connected and served once already (so accepted before anything
+/// else); the served status is checked with EXPECT.
+[[nodiscard]] std::unique_ptr<http_test_client> good_client(unsigned port);
+
+/// Checks (EXPECT) the answer to a client that broke a rule: status `expected` with
+/// "Connection: close" and a Content-Length that is its body's, then the end of the connection.
+void expect_answer_and_close(http_test_client& client, int expected);
+/// The same with the whole status line, e.g. "HTTP/1.1 400 Bad Request".
+void expect_answer_and_close(http_test_client& client, std::string_view status_line);
 
 }  // namespace cyan::test
