@@ -254,7 +254,12 @@ TEST(http_request_parser, malformed_requests_are_400_and_stay_failed) {
        { "NONSENSE\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
          "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "GET / HTTP/x.1\r\n\r\n",
          "GET / HTTP/1.x\r\n\r\n", "GET / HTTP/11.1\r\n\r\n",
-         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" }) {
+         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+         // llhttp's strict mode: a CR only with its LF, CRLF after each chunk's data, no
+         // whitespace before a colon.
+         "GET / HTTP/1.1\r\nHost: x\r\n\r\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\rX\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nX-A : x\r\n\r\n" }) {
     request_parser parser({});
     EXPECT_EQ(feed_in_pieces(parser, text), std::vector{ parse_event::error }) << text;
     EXPECT_EQ(parser.error_status(), status::bad_request) << text;

@@ -161,6 +161,17 @@ TEST_F(http_smuggling, invalid_chunk_size_is_refused_with_400_and_close) {
       kBadRequest);
 }
 
+// The two bytes after a chunk's data are its CRLF: taken for anything else, "XX" would hide
+// where the next chunk (or request) starts.
+TEST_F(http_smuggling, chunk_data_without_its_crlf_is_refused_with_400_and_close) {
+  expect_refused(
+      {
+          { "XX instead of CRLF", chunked("5\r\nhelloXX0\r\n\r\n") },
+          { "nothing instead of CRLF", chunked("5\r\nhello0\r\n\r\n") },
+      },
+      kBadRequest);
+}
+
 // As nginx: the extension is skipped as it comes (nothing of it is kept), and the request is
 // served. --request-timeout-ms bounds how long a client may go on sending one.
 TEST_F(http_smuggling, chunk_extension_of_1_mib_is_skipped_and_the_request_served) {
@@ -169,8 +180,32 @@ TEST_F(http_smuggling, chunk_extension_of_1_mib_is_skipped_and_the_request_serve
                          kOk);
 }
 
+// A CR is a line's end only with its LF: "\r\r\n" or "\rX" must not end the header section.
+TEST_F(http_smuggling, bare_cr_in_the_header_section_is_refused_with_400_and_close) {
+  expect_refused(
+      {
+          { "in a value", get("X-A: a\rb\r\n") },
+          { "ending a header line", get("X-A: a\rX-B: b\r\n") },
+          { "ending the request line", "GET / HTTP/1.1\rHost: test\r\n\r\n" },
+          { "CR CR LF ending the header section", "GET / HTTP/1.1\r\nHost: test\r\n\r\r\n" },
+          { "CR X ending the header section", "GET / HTTP/1.1\r\nHost: test\r\n\rX\r\n\r\n" },
+      },
+      kBadRequest);
+}
+
 TEST_F(http_smuggling, nul_in_a_header_value_is_refused_with_400_and_close) {
   expect_refused({ { "X-A: a<NUL>b", get(std::string("X-A: a\0b\r\n", 11)) } }, kBadRequest);
+}
+
+// RFC 9112, 5.1: a server MUST answer 400 to whitespace between a field name and the colon.
+TEST_F(http_smuggling, header_name_with_whitespace_before_the_colon_is_refused_with_400_and_close) {
+  expect_refused(
+      {
+          { "Host : x", "GET / HTTP/1.1\r\nHost : x\r\n\r\n" },
+          { "X-A : x", get("X-A : x\r\n") },
+          { "X-A<HTAB>: x", get("X-A\t: x\r\n") },
+      },
+      kBadRequest);
 }
 
 // Each split on a connection of its own: the three answers, in order, and nothing else (the
