@@ -1,6 +1,7 @@
 #include "http/request_parser.h"
 
 #include <cctype>
+#include <cstring>
 
 namespace cyan::examples::http {
 
@@ -62,7 +63,8 @@ request_parser::request_parser(request_limits limits) noexcept : limits_(limits)
 //                  (each request's end does, so feed() returns one request at a time);
 //   2. measure     paused at the end of a header section that may be too large: count it
 //                  exactly, then parse on (1) if it is within the limit;
-//   3. account     the input ended within a header section: count its part of it.
+//   3. account     the input ended within a header section: look for obs-fold in its part of
+//                  it, and count it.
 parse_event request_parser::feed(std::string_view& input) noexcept {
   if (failed_) {
     return parse_event::error;
@@ -73,8 +75,14 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
     const llhttp_errno_t result = llhttp_execute(&parser_, input.data(), input.size());
     if (result == HPE_OK) {
       input.remove_prefix(input.size());
-      return in_headers_ && !count_header_bytes(chunk_end_) ? fail(status::header_fields_too_large)
-                                                            : parse_event::need_more;
+      if (!in_headers_) {
+        return parse_event::need_more;
+      }
+      if (header_mark_ != nullptr && folded_line(header_mark_, chunk_end_)) {
+        return fail(status::bad_request);
+      }
+      return count_header_bytes(chunk_end_) ? parse_event::need_more
+                                            : fail(status::header_fields_too_large);
     }
     if (result != HPE_PAUSED) {
       // A header section that passed its limit before the bad byte did so first: 431, however
@@ -106,6 +114,28 @@ bool request_parser::count_header_bytes(const char* end) noexcept {
   return header_bytes_ <= limits_.max_header_bytes;
 }
 
+bool request_parser::folded_line(const char* from, const char* to) noexcept {
+  while (header_line_ != header_line::ended && from != to) {
+    if (header_line_ == header_line::start) {
+      if (*from == ' ' || *from == '\t') {
+        return true;
+      }
+      if (*from == '\r' || *from == '\n') {  // strict llhttp: the empty line, nothing else
+        header_line_ = header_line::ended;
+        return false;
+      }
+    }
+    const void* line_feed = std::memchr(from, '\n', static_cast<std::size_t>(to - from));
+    if (line_feed == nullptr) {
+      header_line_ = header_line::within;
+      return false;
+    }
+    from = static_cast<const char*>(line_feed) + 1;
+    header_line_ = header_line::start;
+  }
+  return false;
+}
+
 parse_event request_parser::fail(status why) noexcept {
   error_ = why;
   failed_ = true;
@@ -119,6 +149,7 @@ int request_parser::on_message_begin(llhttp_t* parser) noexcept {
   self.in_headers_ = true;
   self.header_bytes_ = 0;
   self.header_mark_ = nullptr;
+  self.header_line_ = header_line::within;
   self.body_bytes_ = 0;
   self.url_length_ = 0;
   self.header_ = header::other;
@@ -192,6 +223,11 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
   const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
   const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
+  // RFC 9112, 5.2: refused (as nginx does), not joined to the line before.
+  if (self.folded_line(from, self.chunk_end_)) {
+    self.error_ = status::bad_request;
+    return -1;
+  }
   // HTTP/0.9's request line names no version, so on_version_complete() has not seen it.
   if (!is_http_1(parser)) {
     self.error_ = status::http_version_not_supported;

@@ -85,6 +85,10 @@ class request_parser {
   parse_event fail(status why) noexcept;
   // The header section is in progress at the end of a feed(): count what this one parsed.
   [[nodiscard]] bool count_header_bytes(const char* end) noexcept;
+  // Reads the header section's bytes [from, to) on from where the last call stopped, up to the
+  // empty line that ends it; true when a line begins with SP or HTAB (obs-fold, which llhttp
+  // takes for the previous line's continuation).
+  [[nodiscard]] bool folded_line(const char* from, const char* to) noexcept;
 
   llhttp_t parser_;
   request_limits limits_;
@@ -98,6 +102,10 @@ class request_parser {
   // Where this feed()'s part of the header section began (null: the message has not begun).
   const char* header_mark_ = nullptr;
   std::size_t header_bytes_ = 0;  // of the header section, in earlier feed() calls
+  // Where folded_line() stands in the header section: within a line, at the start of one (after
+  // its LF), or past the start of the empty line that ends the section.
+  enum class header_line : std::uint8_t { within, start, ended };
+  header_line header_line_ = header_line::within;
   std::uint64_t body_bytes_ = 0;
   std::uint64_t requests_begun_ = 0;
   std::size_t url_length_ = 0;

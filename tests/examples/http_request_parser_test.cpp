@@ -268,6 +268,41 @@ TEST(http_request_parser, malformed_requests_are_400_and_stay_failed) {
   }
 }
 
+// RFC 9112, 5.2: obs-fold (a header line that starts with SP or HTAB) is refused, from every
+// split of the stream; SP and HTAB after a line's start, in the body or in the next request's
+// line are not folds.
+TEST(http_request_parser, obs_fold_is_400_from_every_split_of_the_stream) {
+  for (const std::string text :
+       { "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n",
+         "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n \r\n\r\n" }) {
+    for (std::size_t split = 0; split <= text.size(); ++split) {
+      request_parser parser({});
+      std::string_view first = std::string_view(text).substr(0, split);
+      std::string_view second = std::string_view(text).substr(split);
+      parse_event last = parse_event::need_more;
+      for (std::string_view* part : { &first, &second }) {
+        while (!part->empty() && last != parse_event::error) {
+          last = parser.feed(*part);
+          EXPECT_NE(last, parse_event::request) << text << " split at " << split;
+        }
+      }
+      EXPECT_EQ(last, parse_event::error) << text << " split at " << split;
+      EXPECT_EQ(parser.error_status(), status::bad_request) << text << " split at " << split;
+    }
+  }
+  const std::string valid =
+      "POST / HTTP/1.1\r\nHost: x\r\nX-A: a b\t c\r\nContent-Length: 4\r\n\r\n\n \t\n"
+      "GET / HTTP/1.1\r\nHost:  x\r\n\r\n";
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 2 } }) {
+    request_parser parser({});
+    EXPECT_EQ(feed_in_pieces(parser, valid, piece),
+              (std::vector{ parse_event::request, parse_event::request }))
+        << "pieces of " << piece;
+  }
+}
+
 // As nginx answers: a well-formed version other than 1.0 and 1.1 is one the server does not
 // speak (505), not a malformed request (400); one the request line names is refused there,
 // before any header, from every split of the stream.

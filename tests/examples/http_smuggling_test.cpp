@@ -180,6 +180,21 @@ TEST_F(http_smuggling, chunk_extension_of_1_mib_is_skipped_and_the_request_serve
                          kOk);
 }
 
+// RFC 9112, 5.2: a server MUST either refuse obs-fold with 400 or replace it with spaces; as
+// nginx, refused. Taken as a continuation, "Transfer-Encoding:\r\n chunked" is chunked here and
+// no Transfer-Encoding at all to a front end that drops the odd line.
+TEST_F(http_smuggling, obs_fold_continuation_line_is_refused_with_400_and_close) {
+  expect_refused(
+      {
+          { "SP", get("X-A: a\r\n b\r\n") },
+          { "HTAB", get("X-A: a\r\n\tb\r\n") },
+          { "a folded Transfer-Encoding", get("Transfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n") },
+          { "whitespace only", get("X-A: a\r\n \r\n") },
+          { "before the first header", "GET / HTTP/1.1\r\n Host: test\r\nHost: test\r\n\r\n" },
+      },
+      kBadRequest);
+}
+
 // A CR is a line's end only with its LF: "\r\r\n" or "\rX" must not end the header section.
 TEST_F(http_smuggling, bare_cr_in_the_header_section_is_refused_with_400_and_close) {
   expect_refused(
