@@ -190,6 +190,10 @@ int request_parser::on_header_field(llhttp_t* parser, const char* at, std::size_
 
 int request_parser::on_header_field_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
+  if (self.name_length_ == 0) {  // a name is a token (RFC 9110, 5.1); llhttp takes ": x"
+    self.error_ = status::bad_request;
+    return -1;
+  }
   self.header_ = is(self.name_start_, self.name_length_, "host")     ? header::host
                  : is(self.name_start_, self.name_length_, "expect") ? header::expect
                                                                      : header::other;

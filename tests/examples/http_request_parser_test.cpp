@@ -259,7 +259,9 @@ TEST(http_request_parser, malformed_requests_are_400_and_stay_failed) {
          // whitespace before a colon.
          "GET / HTTP/1.1\r\nHost: x\r\n\r\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\rX\r\n\r\n",
          "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
-         "GET / HTTP/1.1\r\nHost: x\r\nX-A : x\r\n\r\n" }) {
+         "GET / HTTP/1.1\r\nHost: x\r\nX-A : x\r\n\r\n",
+         // A header name is one character at least.
+         "GET / HTTP/1.1\r\nHost: x\r\n: x\r\n\r\n" }) {
     request_parser parser({});
     EXPECT_EQ(feed_in_pieces(parser, text), std::vector{ parse_event::error }) << text;
     EXPECT_EQ(parser.error_status(), status::bad_request) << text;

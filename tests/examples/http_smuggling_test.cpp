@@ -223,6 +223,11 @@ TEST_F(http_smuggling, header_name_with_whitespace_before_the_colon_is_refused_w
       kBadRequest);
 }
 
+// A field name is a token (RFC 9110, 5.1): one character at least.
+TEST_F(http_smuggling, empty_header_name_is_refused_with_400_and_close) {
+  expect_refused({ { ": x", get(": x\r\n") }, { ":", get(":\r\n") } }, kBadRequest);
+}
+
 // Each split on a connection of its own: the three answers, in order, and nothing else (the
 // answer to a fourth request, a DELETE, is the next thing that comes).
 TEST_F(http_smuggling, pipelined_requests_split_at_every_byte_are_answered_once_each_in_order) {
