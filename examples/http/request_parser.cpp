@@ -17,6 +17,19 @@ void collect(char (&start)[N], std::size_t& length, const char* at, std::size_t 
   length += size;
 }
 
+// collect() for a header value: `significant` ends after its last character other than SP and
+// HTAB (trailing whitespace is no part of a field value, RFC 9110 5.5).
+template <std::size_t N>
+void collect_value(char (&start)[N], std::size_t& length, std::size_t& significant, const char* at,
+                   std::size_t size) noexcept {
+  for (std::size_t i = 0; i < size; ++i) {
+    if (at[i] != ' ' && at[i] != '\t') {
+      significant = length + i + 1;
+    }
+  }
+  collect(start, length, at, size);
+}
+
 // Whether a span collected whole is `expected` (in lower case).
 template <std::size_t N>
 bool is(const char (&start)[N], std::size_t length, std::string_view expected) noexcept {
@@ -31,7 +44,8 @@ bool is_http_1(const llhttp_t* parser) noexcept {
 }  // namespace
 
 // Only the callbacks the server needs: Connection, Content-Length and Transfer-Encoding llhttp
-// interprets itself; of the other headers only Host and Expect matter.
+// interprets itself (Transfer-Encoding is checked here too); of the other headers only Host and
+// Expect matter.
 const llhttp_settings_t request_parser::kSettings = [] {
   llhttp_settings_t settings;
   llhttp_settings_init(&settings);
@@ -90,7 +104,8 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
       if (in_headers_ && !count_header_bytes(llhttp_get_error_pos(&parser_))) {
         return fail(status::header_fields_too_large);
       }
-      return fail(error_);
+      // llhttp refuses some lists itself, as it reads the value ("chunked, identity").
+      return fail(result == HPE_INVALID_TRANSFER_ENCODING ? status::not_implemented : error_);
     }
     const char* stop = llhttp_get_error_pos(&parser_);
     input.remove_prefix(static_cast<std::size_t>(stop - input.data()));
@@ -155,6 +170,8 @@ int request_parser::on_message_begin(llhttp_t* parser) noexcept {
   self.header_ = header::other;
   self.name_length_ = 0;
   self.hosts_ = 0;
+  self.transfer_encodings_ = 0;
+  self.chunked_only_ = false;
   self.expects_continue_ = false;
   self.continue_expected_ = false;
   return HPE_OK;
@@ -194,28 +211,39 @@ int request_parser::on_header_field_complete(llhttp_t* parser) noexcept {
     self.error_ = status::bad_request;
     return -1;
   }
-  self.header_ = is(self.name_start_, self.name_length_, "host")     ? header::host
-                 : is(self.name_start_, self.name_length_, "expect") ? header::expect
-                                                                     : header::other;
+  const auto named = [&self](std::string_view name) {
+    return is(self.name_start_, self.name_length_, name);
+  };
+  self.header_ = named("host")                ? header::host
+                 : named("expect")            ? header::expect
+                 : named("transfer-encoding") ? header::transfer_encoding
+                                              : header::other;
   self.name_length_ = 0;
   self.value_length_ = 0;
+  self.value_significant_ = 0;
   return HPE_OK;
 }
 
 int request_parser::on_header_value(llhttp_t* parser, const char* at, std::size_t length) noexcept {
   request_parser& self = of(parser);
-  if (self.header_ == header::expect) {
-    collect(self.value_start_, self.value_length_, at, length);
+  if (self.header_ == header::expect || self.header_ == header::transfer_encoding) {
+    collect_value(self.value_start_, self.value_length_, self.value_significant_, at, length);
   }
   return HPE_OK;
 }
 
 int request_parser::on_header_value_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
+  const auto valued = [&self](std::string_view value) {
+    return is(self.value_start_, self.value_significant_, value);
+  };
   if (self.header_ == header::host) {
     ++self.hosts_;
   } else if (self.header_ == header::expect) {
-    self.expects_continue_ = is(self.value_start_, self.value_length_, "100-continue");
+    self.expects_continue_ = valued("100-continue");
+  } else if (self.header_ == header::transfer_encoding) {
+    ++self.transfer_encodings_;
+    self.chunked_only_ = valued("chunked");
   }
   self.header_ = header::other;
   return HPE_OK;
@@ -235,6 +263,12 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   // HTTP/0.9's request line names no version, so on_version_complete() has not seen it.
   if (!is_http_1(parser)) {
     self.error_ = status::http_version_not_supported;
+    return -1;
+  }
+  // RFC 9112, 6.1: a coding the server does not understand gets 501 (as nginx: any list but
+  // "chunked" alone, so that no two readers differ on which coding frames the body).
+  if (self.transfer_encodings_ != 0 && !self.chunked_only_) {
+    self.error_ = status::not_implemented;
     return -1;
   }
   if ((parser->flags & F_CONTENT_LENGTH) != 0 &&

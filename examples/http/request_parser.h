@@ -51,8 +51,9 @@ class request_parser {
 
   /// The request feed() last completed.
   [[nodiscard]] const request& last() const noexcept { return request_; }
-  /// After parse_event::error: 431 (header section too large), 413 (body too large), 505 (a
-  /// version other than HTTP/1.0 and 1.1) or 400.
+  /// After parse_event::error: 431 (header section too large), 413 (body too large), 501 (a
+  /// Transfer-Encoding other than "chunked" alone), 505 (a version other than HTTP/1.0 and 1.1)
+  /// or 400.
   [[nodiscard]] status error_status() const noexcept { return error_; }
   /// Part of a request has arrived, not all of it.
   [[nodiscard]] bool in_request() const noexcept { return in_request_; }
@@ -111,14 +112,17 @@ class request_parser {
   std::size_t url_length_ = 0;
   char url_start_[2] = {};  // the first two characters of the request target (lower case)
   // The header being parsed, by the start of its name and value (either may come in pieces):
-  // only Host (counted: HTTP/1.1 needs exactly one) and Expect matter.
-  enum class header : std::uint8_t { other, host, expect };
+  // only Host (counted: HTTP/1.1 needs exactly one), Expect and Transfer-Encoding matter.
+  enum class header : std::uint8_t { other, host, expect, transfer_encoding };
   header header_ = header::other;
   std::size_t name_length_ = 0;
-  char name_start_[6] = {};  // lower case
+  char name_start_[17] = {};  // lower case; "transfer-encoding" is the longest name that matters
   std::size_t value_length_ = 0;
-  char value_start_[12] = {};  // lower case
+  std::size_t value_significant_ = 0;  // the value's length without its trailing whitespace
+  char value_start_[12] = {};          // lower case
   unsigned hosts_ = 0;
+  unsigned transfer_encodings_ = 0;
+  bool chunked_only_ = false;       // the (last) Transfer-Encoding is "chunked" alone
   bool expects_continue_ = false;   // the header section said "Expect: 100-continue"
   bool continue_expected_ = false;  // see continue_expected()
 };

@@ -21,6 +21,7 @@ constexpr std::array<status_text, kStatusCount> kStatuses{ {
     { "HTTP/1.1 413 Content Too Large\r\n", "", "413 Content Too Large\n" },
     { "HTTP/1.1 431 Request Header Fields Too Large\r\n", "",
       "431 Request Header Fields Too Large\n" },
+    { "HTTP/1.1 501 Not Implemented\r\n", "", "501 Not Implemented\n" },
     { "HTTP/1.1 503 Service Unavailable\r\n", "", "503 Service Unavailable\n" },
     { "HTTP/1.1 505 HTTP Version Not Supported\r\n", "", "505 HTTP Version Not Supported\n" },
 } };

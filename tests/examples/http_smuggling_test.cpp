@@ -149,6 +149,27 @@ TEST_F(http_smuggling, content_length_with_a_sign_or_a_space_inside_is_refused_w
       kBadRequest);
 }
 
+// RFC 9112, 6.1: a server that does not understand a transfer coding SHOULD answer 501, and
+// chunked must come last. As nginx: any list but "chunked" alone is refused (the server decodes
+// no other coding), so no two readers can disagree on which coding frames the body. The name in
+// any case, with whitespace after it, is chunked.
+TEST_F(http_smuggling, transfer_coding_other_than_chunked_alone_is_refused_with_501_and_close) {
+  expect_refused(
+      {
+          { "chunked, identity", get("Transfer-Encoding: chunked, identity\r\n", "0\r\n\r\n") },
+          { "identity, chunked", get("Transfer-Encoding: identity, chunked\r\n", "0\r\n\r\n") },
+          { "gzip, chunked", get("Transfer-Encoding: gzip, chunked\r\n", "0\r\n\r\n") },
+          { "identity", get("Transfer-Encoding: identity\r\n") },
+      },
+      "HTTP/1.1 501 Not Implemented");
+  expect_served_and_kept(
+      {
+          { "CHUNKED", get("Transfer-Encoding: CHUNKED\r\n", "5\r\nhello\r\n0\r\n\r\n") },
+          { "chunked SP", get("Transfer-Encoding: chunked \r\n", "5\r\nhello\r\n0\r\n\r\n") },
+      },
+      kOk);
+}
+
 TEST_F(http_smuggling, invalid_chunk_size_is_refused_with_400_and_close) {
   expect_refused(
       {
