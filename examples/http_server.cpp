@@ -23,7 +23,8 @@
 // client still sends for up to a second, so the client can read the answer):
 //   --max-header-bytes     request line and headers larger than this (8 KiB): 431;
 //   --max-body-bytes       a body larger than this (1 MiB), by Content-Length or chunks: 413;
-//   malformed              anything llhttp (strict) rejects, obs-fold, an empty header name: 400;
+//   malformed              anything llhttp (strict) rejects, obs-fold, an empty header name, two
+//                          Transfer-Encodings or one in an HTTP/1.0 request: 400;
 //   transfer coding        a Transfer-Encoding other than "chunked" alone: 501, as nginx;
 //   version                other than HTTP/1.0 and 1.1 (HTTP/2.0, HTTP/1.2, ...): 505, as nginx;
 //   --request-timeout-ms   a request not complete this long after its first byte (10 s): 408;

@@ -104,8 +104,11 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
       if (in_headers_ && !count_header_bytes(llhttp_get_error_pos(&parser_))) {
         return fail(status::header_fields_too_large);
       }
-      // llhttp refuses some lists itself, as it reads the value ("chunked, identity").
-      return fail(result == HPE_INVALID_TRANSFER_ENCODING ? status::not_implemented : error_);
+      // llhttp refuses some Transfer-Encodings itself, as it reads them ("chunked, identity",
+      // a second "chunked"): the answer is the same as when it takes them.
+      return fail(result == HPE_INVALID_TRANSFER_ENCODING
+                      ? transfer_encoding_refusal().value_or(status::not_implemented)
+                      : error_);
     }
     const char* stop = llhttp_get_error_pos(&parser_);
     input.remove_prefix(static_cast<std::size_t>(stop - input.data()));
@@ -149,6 +152,22 @@ bool request_parser::folded_line(const char* from, const char* to) noexcept {
     header_line_ = header_line::start;
   }
   return false;
+}
+
+// In nginx's order: a second line, or one in an HTTP/1.0 request (RFC 9112, 6.1: faulty
+// framing), is 400; then a coding other than "chunked" alone is one the server does not
+// implement (501; and so no two readers differ on which coding frames the body).
+std::optional<status> request_parser::transfer_encoding_refusal() const noexcept {
+  if (transfer_encodings_ == 0) {
+    return std::nullopt;
+  }
+  if (transfer_encodings_ > 1 || parser_.http_minor == 0) {
+    return status::bad_request;
+  }
+  if (!chunked_only_) {
+    return status::not_implemented;
+  }
+  return std::nullopt;
 }
 
 parse_event request_parser::fail(status why) noexcept {
@@ -218,6 +237,9 @@ int request_parser::on_header_field_complete(llhttp_t* parser) noexcept {
                  : named("expect")            ? header::expect
                  : named("transfer-encoding") ? header::transfer_encoding
                                               : header::other;
+  if (self.header_ == header::transfer_encoding) {
+    ++self.transfer_encodings_;  // by now: llhttp may refuse the value before it ends
+  }
   self.name_length_ = 0;
   self.value_length_ = 0;
   self.value_significant_ = 0;
@@ -242,7 +264,6 @@ int request_parser::on_header_value_complete(llhttp_t* parser) noexcept {
   } else if (self.header_ == header::expect) {
     self.expects_continue_ = valued("100-continue");
   } else if (self.header_ == header::transfer_encoding) {
-    ++self.transfer_encodings_;
     self.chunked_only_ = valued("chunked");
   }
   self.header_ = header::other;
@@ -265,10 +286,8 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
     self.error_ = status::http_version_not_supported;
     return -1;
   }
-  // RFC 9112, 6.1: a coding the server does not understand gets 501 (as nginx: any list but
-  // "chunked" alone, so that no two readers differ on which coding frames the body).
-  if (self.transfer_encodings_ != 0 && !self.chunked_only_) {
-    self.error_ = status::not_implemented;
+  if (const std::optional<status> refusal = self.transfer_encoding_refusal()) {
+    self.error_ = *refusal;
     return -1;
   }
   if ((parser->flags & F_CONTENT_LENGTH) != 0 &&

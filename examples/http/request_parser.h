@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include <llhttp.h>
@@ -53,7 +54,7 @@ class request_parser {
   [[nodiscard]] const request& last() const noexcept { return request_; }
   /// After parse_event::error: 431 (header section too large), 413 (body too large), 501 (a
   /// Transfer-Encoding other than "chunked" alone), 505 (a version other than HTTP/1.0 and 1.1)
-  /// or 400.
+  /// or 400 (malformed; also two Transfer-Encoding lines, or one in an HTTP/1.0 request).
   [[nodiscard]] status error_status() const noexcept { return error_; }
   /// Part of a request has arrived, not all of it.
   [[nodiscard]] bool in_request() const noexcept { return in_request_; }
@@ -84,6 +85,8 @@ class request_parser {
   static int on_message_complete(llhttp_t* parser) noexcept;
 
   parse_event fail(status why) noexcept;
+  // Why the Transfer-Encoding lines seen so far refuse the request, if they do.
+  [[nodiscard]] std::optional<status> transfer_encoding_refusal() const noexcept;
   // The header section is in progress at the end of a feed(): count what this one parsed.
   [[nodiscard]] bool count_header_bytes(const char* end) noexcept;
   // Reads the header section's bytes [from, to) on from where the last call stopped, up to the
@@ -121,10 +124,10 @@ class request_parser {
   std::size_t value_significant_ = 0;  // the value's length without its trailing whitespace
   char value_start_[12] = {};          // lower case
   unsigned hosts_ = 0;
-  unsigned transfer_encodings_ = 0;
-  bool chunked_only_ = false;       // the (last) Transfer-Encoding is "chunked" alone
-  bool expects_continue_ = false;   // the header section said "Expect: 100-continue"
-  bool continue_expected_ = false;  // see continue_expected()
+  unsigned transfer_encodings_ = 0;  // lines, counted from their names
+  bool chunked_only_ = false;        // the (last) Transfer-Encoding is "chunked" alone
+  bool expects_continue_ = false;    // the header section said "Expect: 100-continue"
+  bool continue_expected_ = false;   // see continue_expected()
 };
 
 }  // namespace cyan::examples::http

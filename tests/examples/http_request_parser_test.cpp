@@ -328,6 +328,28 @@ TEST(http_request_parser, transfer_coding_other_than_chunked_alone_is_501) {
   }
 }
 
+// As nginx: a second Transfer-Encoding line, or one in an HTTP/1.0 request (RFC 9112 6.1:
+// faulty framing), is 400, whatever the codings.
+TEST(http_request_parser, transfer_encoding_twice_or_in_http_1_0_is_400) {
+  for (const std::string text :
+       { "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n0\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n0\r\n\r\n",
+         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+         "identity\r\n\r\n0\r\n\r\n",
+         "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         "POST / HTTP/1.0\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+         "POST / HTTP/1.0\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" }) {
+    for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 3 } }) {
+      request_parser parser({});
+      EXPECT_EQ(feed_in_pieces(parser, text, piece), std::vector{ parse_event::error })
+          << text << " in pieces of " << piece;
+      EXPECT_EQ(parser.error_status(), status::bad_request) << text << " in pieces of " << piece;
+    }
+  }
+}
+
 // As nginx answers: a well-formed version other than 1.0 and 1.1 is one the server does not
 // speak (505), not a malformed request (400); one the request line names is refused there,
 // before any header, from every split of the stream.

@@ -170,6 +170,26 @@ TEST_F(http_smuggling, transfer_coding_other_than_chunked_alone_is_refused_with_
       kOk);
 }
 
+// As nginx: a second Transfer-Encoding line is a duplicate (readers differ on which counts, or
+// whether they join), and RFC 9112 6.1 says an HTTP/1.0 request's Transfer-Encoding is faulty
+// framing: both 400.
+TEST_F(http_smuggling, transfer_encoding_twice_or_in_http_1_0_is_refused_with_400_and_close) {
+  expect_refused(
+      {
+          { "chunked twice",
+            get("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n") },
+          { "identity, then chunked",
+            get("Transfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n") },
+          { "chunked, then identity",
+            get("Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", "0\r\n\r\n") },
+          { "HTTP/1.0", "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" },
+          { "HTTP/1.0 keep-alive",
+            "GET / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n0\r\n\r\n" },
+      },
+      kBadRequest);
+}
+
 TEST_F(http_smuggling, invalid_chunk_size_is_refused_with_400_and_close) {
   expect_refused(
       {
