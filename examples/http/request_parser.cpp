@@ -52,6 +52,7 @@ const llhttp_settings_t request_parser::kSettings = [] {
   settings.on_message_begin = on_message_begin;
   settings.on_method = on_method;
   settings.on_url = on_url;
+  settings.on_version = on_version;
   settings.on_version_complete = on_version_complete;
   settings.on_header_field = on_header_field;
   settings.on_header_field_complete = on_header_field_complete;
@@ -95,8 +96,7 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
       if (header_mark_ != nullptr && folded_line(header_mark_, chunk_end_)) {
         return fail(status::bad_request);
       }
-      return count_header_bytes(chunk_end_) ? parse_event::need_more
-                                            : fail(status::header_fields_too_large);
+      return count_header_bytes(chunk_end_) ? parse_event::need_more : fail(header_limit_status());
     }
     if (result != HPE_PAUSED) {
       // A header section that passed its limit before the bad byte did so first: 431, however
@@ -118,7 +118,7 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
     }
     measure_headers_ = false;
     if (!count_header_bytes(stop)) {
-      return fail(status::header_fields_too_large);
+      return fail(header_limit_status());
     }
     in_headers_ = false;
   }
@@ -130,6 +130,14 @@ bool request_parser::count_header_bytes(const char* end) noexcept {
   }
   header_mark_ = nullptr;
   return header_bytes_ <= limits_.max_header_bytes;
+}
+
+// As nginx: a request line it cannot hold is a URI too long, the rest of the header section
+// its headers too large.
+status request_parser::header_limit_status() const noexcept {
+  return !request_line_read_ || request_line_bytes_ > limits_.max_header_bytes
+             ? status::uri_too_long
+             : status::header_fields_too_large;
 }
 
 bool request_parser::folded_line(const char* from, const char* to) noexcept {
@@ -184,6 +192,8 @@ int request_parser::on_message_begin(llhttp_t* parser) noexcept {
   self.header_bytes_ = 0;
   self.header_mark_ = nullptr;
   self.header_line_ = header_line::within;
+  self.request_line_bytes_ = 0;
+  self.request_line_read_ = false;
   self.body_bytes_ = 0;
   self.url_length_ = 0;
   self.header_ = header::other;
@@ -210,7 +220,16 @@ int request_parser::on_url(llhttp_t* parser, const char* at, std::size_t length)
   return HPE_OK;
 }
 
+// The version ends the request line but for its CRLF (strict llhttp: nothing else).
+int request_parser::on_version(llhttp_t* parser, const char* at, std::size_t length) noexcept {
+  request_parser& self = of(parser);
+  self.request_line_bytes_ =
+      self.header_bytes_ + static_cast<std::size_t>(at + length - self.header_mark_) + 2;
+  return HPE_OK;
+}
+
 int request_parser::on_version_complete(llhttp_t* parser) noexcept {
+  of(parser).request_line_read_ = true;
   if (!is_http_1(parser)) {
     of(parser).error_ = status::http_version_not_supported;
     return -1;

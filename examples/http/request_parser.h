@@ -17,7 +17,8 @@ namespace cyan::examples::http {
 
 /// What a request may carry at most.
 struct request_limits {
-  std::size_t max_header_bytes = 8 * 1024;  ///< request line and headers, up to the blank line
+  /// Request line and headers, up to the blank line (the request line alone over it: 414).
+  std::size_t max_header_bytes = 8 * 1024;
   std::uint64_t max_body_bytes = 1024 * 1024;
 };
 
@@ -52,7 +53,8 @@ class request_parser {
 
   /// The request feed() last completed.
   [[nodiscard]] const request& last() const noexcept { return request_; }
-  /// After parse_event::error: 431 (header section too large), 413 (body too large), 501 (a
+  /// After parse_event::error: 414 (request line too long), 431 (the header section with it
+  /// too large), 413 (body too large), 501 (a
   /// Transfer-Encoding other than "chunked" alone), 505 (a version other than HTTP/1.0 and 1.1)
   /// or 400 (malformed; also two Transfer-Encoding lines, or one in an HTTP/1.0 request).
   [[nodiscard]] status error_status() const noexcept { return error_; }
@@ -75,6 +77,7 @@ class request_parser {
   static int on_message_begin(llhttp_t* parser) noexcept;
   static int on_method(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_url(llhttp_t* parser, const char* at, std::size_t length) noexcept;
+  static int on_version(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_version_complete(llhttp_t* parser) noexcept;
   static int on_header_field(llhttp_t* parser, const char* at, std::size_t length) noexcept;
   static int on_header_field_complete(llhttp_t* parser) noexcept;
@@ -89,6 +92,8 @@ class request_parser {
   [[nodiscard]] std::optional<status> transfer_encoding_refusal() const noexcept;
   // The header section is in progress at the end of a feed(): count what this one parsed.
   [[nodiscard]] bool count_header_bytes(const char* end) noexcept;
+  // The answer to a header section over the limit: 414 when the request line alone is.
+  [[nodiscard]] status header_limit_status() const noexcept;
   // Reads the header section's bytes [from, to) on from where the last call stopped, up to the
   // empty line that ends it; true when a line begins with SP or HTAB (obs-fold, which llhttp
   // takes for the previous line's continuation).
@@ -105,7 +110,9 @@ class request_parser {
   const char* chunk_end_ = nullptr;
   // Where this feed()'s part of the header section began (null: the message has not begun).
   const char* header_mark_ = nullptr;
-  std::size_t header_bytes_ = 0;  // of the header section, in earlier feed() calls
+  std::size_t header_bytes_ = 0;        // of the header section, in earlier feed() calls
+  std::size_t request_line_bytes_ = 0;  // with its CRLF, once its version has been read
+  bool request_line_read_ = false;
   // Where folded_line() stands in the header section: within a line, at the start of one (after
   // its LF), or past the start of the empty line that ends the section.
   enum class header_line : std::uint8_t { within, start, ended };

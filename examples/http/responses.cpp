@@ -19,6 +19,7 @@ constexpr std::array<status_text, kStatusCount> kStatuses{ {
     { "HTTP/1.1 405 Method Not Allowed\r\n", "Allow: GET, HEAD\r\n", "405 Method Not Allowed\n" },
     { "HTTP/1.1 408 Request Timeout\r\n", "", "408 Request Timeout\n" },
     { "HTTP/1.1 413 Content Too Large\r\n", "", "413 Content Too Large\n" },
+    { "HTTP/1.1 414 URI Too Long\r\n", "", "414 URI Too Long\n" },
     { "HTTP/1.1 431 Request Header Fields Too Large\r\n", "",
       "431 Request Header Fields Too Large\n" },
     { "HTTP/1.1 501 Not Implemented\r\n", "", "501 Not Implemented\n" },

@@ -22,12 +22,13 @@ enum class status : std::uint8_t {
   method_not_allowed,          ///< 405, with Allow: GET, HEAD
   request_timeout,             ///< 408, the connection closes
   payload_too_large,           ///< 413, the connection closes
+  uri_too_long,                ///< 414, the connection closes (the request line is over the limit)
   header_fields_too_large,     ///< 431, the connection closes
   not_implemented,             ///< 501, the connection closes (a transfer coding but chunked)
   service_unavailable,         ///< 503, the connection closes (too many connections)
   http_version_not_supported,  ///< 505, the connection closes (not HTTP/1.0 or 1.1)
 };
-inline constexpr std::size_t kStatusCount = 10;
+inline constexpr std::size_t kStatusCount = 11;
 
 /// The Connection header a response carries.
 enum class connection_header : std::uint8_t {

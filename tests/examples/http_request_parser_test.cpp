@@ -133,6 +133,33 @@ TEST(http_request_parser, header_limit_counts_up_to_the_blank_line_exactly_acros
             (std::vector{ parse_event::request, parse_event::request }));
 }
 
+// As nginx: a request line (its CRLF included) longer than the limit is 414, in whatever pieces
+// it comes; one within it, in a header section that is not, 431.
+TEST(http_request_parser, request_line_over_the_header_limit_is_414_and_the_rest_431) {
+  const std::string line_41 = "GET /" + std::string(25, 'a') + " HTTP/1.1\r\n";
+  ASSERT_EQ(line_41.size(), 41u);
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 7 } }) {
+    request_parser over({ .max_header_bytes = 40 });
+    EXPECT_EQ(feed_in_pieces(over, line_41 + "Host: x\r\n\r\n", piece),
+              std::vector{ parse_event::error })
+        << "pieces of " << piece;
+    EXPECT_EQ(over.error_status(), status::uri_too_long) << "pieces of " << piece;
+    // 40 bytes of a request line that goes on: refused with its 41st.
+    request_parser unfinished({ .max_header_bytes = 40 });
+    EXPECT_TRUE(feed_in_pieces(unfinished, "GET /" + std::string(35, 'a'), piece).empty());
+    std::string_view more = "a";
+    EXPECT_EQ(unfinished.feed(more), parse_event::error) << "pieces of " << piece;
+    EXPECT_EQ(unfinished.error_status(), status::uri_too_long) << "pieces of " << piece;
+  }
+  for (const std::size_t piece : { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 7 } }) {
+    request_parser at_limit({ .max_header_bytes = 41 });
+    EXPECT_EQ(feed_in_pieces(at_limit, line_41 + "Host: x\r\n\r\n", piece),
+              std::vector{ parse_event::error })
+        << "pieces of " << piece;
+    EXPECT_EQ(at_limit.error_status(), status::header_fields_too_large) << "pieces of " << piece;
+  }
+}
+
 TEST(http_request_parser, unfinished_header_section_fails_once_it_passes_the_limit) {
   request_parser parser({ .max_header_bytes = 100 });
   std::string_view start = "GET / HTTP/1.1\r\nHost: x\r\nX-Long: ";

@@ -253,6 +253,25 @@ TEST_F(http_smuggling, nul_in_a_header_value_is_refused_with_400_and_close) {
   expect_refused({ { "X-A: a<NUL>b", get(std::string("X-A: a\0b\r\n", 11)) } }, kBadRequest);
 }
 
+// As nginx: a request line longer than the limit (8192 bytes, its CRLF included) is 414. One at
+// the limit is taken, and then the header section it begins is over the limit: 431 (nginx,
+// which holds each line in a buffer of 8 KiB, serves that one: 404).
+TEST_F(http_smuggling, request_line_over_the_header_limit_is_refused_with_414_and_close) {
+  const auto request_line = [](std::size_t size) {  // "GET /", the path, " HTTP/1.1\r\n"
+    return "GET /" + std::string(size - 16, 'a') + " HTTP/1.1\r\n";
+  };
+  ASSERT_EQ(request_line(8193).size(), 8193u);
+  expect_refused(
+      {
+          { "8193 bytes", request_line(8193) + "Host: test\r\n\r\n" },
+          { "9000 bytes", request_line(9000) + "Host: test\r\n\r\n" },
+          { "64 KiB", request_line(64 * 1024) + "Host: test\r\n\r\n" },
+      },
+      "HTTP/1.1 414 URI Too Long");
+  expect_refused({ { "8192 bytes", request_line(8192) + "Host: test\r\n\r\n" } },
+                 "HTTP/1.1 431 Request Header Fields Too Large");
+}
+
 // RFC 9112, 5.1: a server MUST answer 400 to whitespace between a field name and the colon.
 TEST_F(http_smuggling, header_name_with_whitespace_before_the_colon_is_refused_with_400_and_close) {
   expect_refused(
