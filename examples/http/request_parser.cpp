@@ -78,8 +78,8 @@ request_parser::request_parser(request_limits limits) noexcept : limits_(limits)
 //                  (each request's end does, so feed() returns one request at a time);
 //   2. measure     paused at the end of a header section that may be too large: count it
 //                  exactly, then parse on (1) if it is within the limit;
-//   3. account     the input ended within a header section: look for obs-fold in its part of
-//                  it, and count it.
+//   3. account     the input ended within a header section: look for misread lines in its
+//                  part of it, and count it.
 parse_event request_parser::feed(std::string_view& input) noexcept {
   if (failed_) {
     return parse_event::error;
@@ -93,7 +93,7 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
       if (!in_headers_) {
         return parse_event::need_more;
       }
-      if (header_mark_ != nullptr && folded_line(header_mark_, chunk_end_)) {
+      if (header_mark_ != nullptr && misread_line(header_mark_, chunk_end_)) {
         return fail(status::bad_request);
       }
       return count_header_bytes(chunk_end_) ? parse_event::need_more : fail(header_limit_status());
@@ -140,13 +140,13 @@ status request_parser::header_limit_status() const noexcept {
              : status::header_fields_too_large;
 }
 
-bool request_parser::folded_line(const char* from, const char* to) noexcept {
+bool request_parser::misread_line(const char* from, const char* to) noexcept {
   while (header_line_ != header_line::ended && from != to) {
     if (header_line_ == header_line::start) {
-      if (*from == ' ' || *from == '\t') {
+      if (*from == ' ' || *from == '\t' || *from == '\n') {
         return true;
       }
-      if (*from == '\r' || *from == '\n') {  // strict llhttp: the empty line, nothing else
+      if (*from == '\r') {  // strict llhttp: the empty line's CRLF, nothing else
         header_line_ = header_line::ended;
         return false;
       }
@@ -295,8 +295,9 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   request_parser& self = of(parser);
   const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
   const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
-  // RFC 9112, 5.2: refused (as nginx does), not joined to the line before.
-  if (self.folded_line(from, self.chunk_end_)) {
+  // Obs-fold is refused (RFC 9112 5.2, as nginx), not joined to the line before; a bare LF for
+  // the empty line too (nginx takes it), as every other bare LF.
+  if (self.misread_line(from, self.chunk_end_)) {
     self.error_ = status::bad_request;
     return -1;
   }

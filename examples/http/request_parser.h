@@ -95,9 +95,10 @@ class request_parser {
   // The answer to a header section over the limit: 414 when the request line alone is.
   [[nodiscard]] status header_limit_status() const noexcept;
   // Reads the header section's bytes [from, to) on from where the last call stopped, up to the
-  // empty line that ends it; true when a line begins with SP or HTAB (obs-fold, which llhttp
-  // takes for the previous line's continuation).
-  [[nodiscard]] bool folded_line(const char* from, const char* to) noexcept;
+  // empty line that ends it; true at a line llhttp takes and other readers may not: one that
+  // begins with SP or HTAB (obs-fold, taken for the previous line's continuation), or an empty
+  // line that is a bare LF (the only bare LF strict llhttp takes for a line's end).
+  [[nodiscard]] bool misread_line(const char* from, const char* to) noexcept;
 
   llhttp_t parser_;
   request_limits limits_;
@@ -113,7 +114,7 @@ class request_parser {
   std::size_t header_bytes_ = 0;        // of the header section, in earlier feed() calls
   std::size_t request_line_bytes_ = 0;  // with its CRLF, once its version has been read
   bool request_line_read_ = false;
-  // Where folded_line() stands in the header section: within a line, at the start of one (after
+  // Where misread_line() stands in the header section: within a line, at the start of one (after
   // its LF), or past the start of the empty line that ends the section.
   enum class header_line : std::uint8_t { within, start, ended };
   header_line header_line_ = header_line::within;

@@ -286,6 +286,8 @@ TEST(http_request_parser, malformed_requests_are_400_and_stay_failed) {
          "GET / HTTP/1.1\r\nHost: x\r\n\r\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\rX\r\n\r\n",
          "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
          "GET / HTTP/1.1\r\nHost: x\r\nX-A : x\r\n\r\n",
+         // A bare LF for the empty line (llhttp takes it, as it takes no other bare LF).
+         "GET / HTTP/1.1\r\nHost: x\r\n\n",
          // A header name is one character at least.
          "GET / HTTP/1.1\r\nHost: x\r\n: x\r\n\r\n" }) {
     request_parser parser({});

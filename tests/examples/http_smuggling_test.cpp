@@ -19,7 +19,7 @@
 //   obs-fold: a header line starting with SP or HTAB                       400, close
 //   bare CR in a header value, or ending the request line, a header line   400, close
 //     or the header section
-//   bare LF ending every line                                              200, kept (*)
+//   bare LF ending every line, one header line or the empty line           200, kept (*)
 //   NUL in a header value                                                  400, close
 //   request line of 8193 bytes or more (its CRLF included)                 414, close
 //   request line of 8192 bytes, then "Host: test"                          404, kept (**)
@@ -255,6 +255,7 @@ TEST_F(http_smuggling, bare_lf_line_ending_is_refused_with_400_and_close) {
       {
           { "every line", "GET / HTTP/1.1\nHost: test\n\n" },
           { "one header line", get("X-A: a\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n") },
+          { "the empty line", "GET / HTTP/1.1\r\nHost: test\r\n\n" },
       },
       kBadRequest);
 }
