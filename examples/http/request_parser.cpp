@@ -90,19 +90,21 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
     const llhttp_errno_t result = llhttp_execute(&parser_, input.data(), input.size());
     if (result == HPE_OK) {
       input.remove_prefix(input.size());
-      if (!in_headers_) {
-        return parse_event::need_more;
+      if (in_headers_) {
+        if (const std::optional<status> refusal = check_header_bytes(chunk_end_)) {
+          return fail(*refusal);
+        }
       }
-      if (header_mark_ != nullptr && misread_line(header_mark_, chunk_end_)) {
-        return fail(status::bad_request);
-      }
-      return count_header_bytes(chunk_end_) ? parse_event::need_more : fail(header_limit_status());
+      return parse_event::need_more;
     }
     if (result != HPE_PAUSED) {
-      // A header section that passed its limit before the bad byte did so first: 431, however
-      // the stream was cut into reads (the count runs at the end of each read).
-      if (in_headers_ && !count_header_bytes(llhttp_get_error_pos(&parser_))) {
-        return fail(status::header_fields_too_large);
+      // A header section that passed its limit (or had a misread line) before the bad byte did
+      // so first, however the stream was cut into reads (the checks run at the end of each).
+      if (in_headers_) {
+        if (const std::optional<status> refusal =
+                check_header_bytes(llhttp_get_error_pos(&parser_))) {
+          return fail(*refusal);
+        }
       }
       // llhttp refuses some Transfer-Encodings itself, as it reads them ("chunked, identity",
       // a second "chunked"): the answer is the same as when it takes them.
@@ -117,11 +119,23 @@ parse_event request_parser::feed(std::string_view& input) noexcept {
       return parse_event::request;
     }
     measure_headers_ = false;
-    if (!count_header_bytes(stop)) {
-      return fail(header_limit_status());
+    if (const std::optional<status> refusal = check_header_bytes(stop)) {
+      return fail(*refusal);
     }
     in_headers_ = false;
   }
+}
+
+std::optional<status> request_parser::check_header_bytes(const char* end) noexcept {
+  if (header_mark_ != nullptr) {
+    if (const char* misread = misread_line(header_mark_, end)) {
+      return count_header_bytes(misread) ? status::bad_request : header_limit_status();
+    }
+  }
+  if (!count_header_bytes(end)) {
+    return header_limit_status();
+  }
+  return std::nullopt;
 }
 
 bool request_parser::count_header_bytes(const char* end) noexcept {
@@ -140,26 +154,27 @@ status request_parser::header_limit_status() const noexcept {
              : status::header_fields_too_large;
 }
 
-bool request_parser::misread_line(const char* from, const char* to) noexcept {
-  while (header_line_ != header_line::ended && from != to) {
+const char* request_parser::misread_line(const char* from, const char* to) noexcept {
+  while (misread_at_ == nullptr && header_line_ != header_line::ended && from < to) {
     if (header_line_ == header_line::start) {
       if (*from == ' ' || *from == '\t' || *from == '\n') {
-        return true;
+        misread_at_ = from;
+        break;
       }
       if (*from == '\r') {  // strict llhttp: the empty line's CRLF, nothing else
         header_line_ = header_line::ended;
-        return false;
+        break;
       }
     }
     const void* line_feed = std::memchr(from, '\n', static_cast<std::size_t>(to - from));
     if (line_feed == nullptr) {
       header_line_ = header_line::within;
-      return false;
+      break;
     }
     from = static_cast<const char*>(line_feed) + 1;
     header_line_ = header_line::start;
   }
-  return false;
+  return misread_at_;
 }
 
 // In nginx's order: a second line, or one in an HTTP/1.0 request (RFC 9112, 6.1: faulty
@@ -192,6 +207,7 @@ int request_parser::on_message_begin(llhttp_t* parser) noexcept {
   self.header_bytes_ = 0;
   self.header_mark_ = nullptr;
   self.header_line_ = header_line::within;
+  self.misread_at_ = nullptr;
   self.request_line_bytes_ = 0;
   self.request_line_read_ = false;
   self.body_bytes_ = 0;
@@ -296,9 +312,9 @@ int request_parser::on_headers_complete(llhttp_t* parser) noexcept {
   const char* from = self.header_mark_ != nullptr ? self.header_mark_ : self.chunk_end_;
   const std::size_t most = self.header_bytes_ + static_cast<std::size_t>(self.chunk_end_ - from);
   // Obs-fold is refused (RFC 9112 5.2, as nginx), not joined to the line before; a bare LF for
-  // the empty line too (nginx takes it), as every other bare LF.
-  if (self.misread_line(from, self.chunk_end_)) {
-    self.error_ = status::bad_request;
+  // the empty line too (nginx takes it), as every other bare LF. (400, or the limit if it came
+  // first: feed() decides by where the line is.)
+  if (self.misread_line(from, self.chunk_end_) != nullptr) {
     return -1;
   }
   // HTTP/0.9's request line names no version, so on_version_complete() has not seen it.

@@ -90,15 +90,20 @@ class request_parser {
   parse_event fail(status why) noexcept;
   // Why the Transfer-Encoding lines seen so far refuse the request, if they do.
   [[nodiscard]] std::optional<status> transfer_encoding_refusal() const noexcept;
-  // The header section is in progress at the end of a feed(): count what this one parsed.
+  // The header section's bytes of this feed() up to `end` (where the input ends, or llhttp
+  // stopped): read for misread lines and counted. Whichever comes first in the stream, a
+  // misread line (400) or the limit (414 or 431), refuses the request, however it was cut.
+  [[nodiscard]] std::optional<status> check_header_bytes(const char* end) noexcept;
+  // Adds this feed()'s header bytes up to `end`; whether the header section is within the limit.
   [[nodiscard]] bool count_header_bytes(const char* end) noexcept;
   // The answer to a header section over the limit: 414 when the request line alone is.
   [[nodiscard]] status header_limit_status() const noexcept;
   // Reads the header section's bytes [from, to) on from where the last call stopped, up to the
-  // empty line that ends it; true at a line llhttp takes and other readers may not: one that
-  // begins with SP or HTAB (obs-fold, taken for the previous line's continuation), or an empty
-  // line that is a bare LF (the only bare LF strict llhttp takes for a line's end).
-  [[nodiscard]] bool misread_line(const char* from, const char* to) noexcept;
+  // empty line that ends it, for a line llhttp takes and other readers may not: one that begins
+  // with SP or HTAB (obs-fold, taken for the previous line's continuation), or an empty line
+  // that is a bare LF (the only bare LF strict llhttp takes for a line's end). Returns where the
+  // first one begins (kept for later calls), or null.
+  [[nodiscard]] const char* misread_line(const char* from, const char* to) noexcept;
 
   llhttp_t parser_;
   request_limits limits_;
@@ -118,6 +123,7 @@ class request_parser {
   // its LF), or past the start of the empty line that ends the section.
   enum class header_line : std::uint8_t { within, start, ended };
   header_line header_line_ = header_line::within;
+  const char* misread_at_ = nullptr;  // what misread_line() found (the parser fails on it)
   std::uint64_t body_bytes_ = 0;
   std::uint64_t requests_begun_ = 0;
   std::size_t url_length_ = 0;

@@ -196,6 +196,37 @@ TEST(http_request_parser, a_header_section_past_the_limit_before_a_bad_byte_is_4
   }
 }
 
+// The same for what the parser refuses beyond llhttp, and for the request line's 414: whichever
+// comes first in the stream, the limit or the refused byte, decides, however the stream is cut.
+TEST(http_request_parser, the_limit_or_a_refused_line_whichever_comes_first_however_cut) {
+  const request_limits limits{ .max_header_bytes = 64, .max_body_bytes = 64 };
+  const std::string fill = "X-Long: " + std::string(40, 'a') + "\r\n";
+  struct expectation {
+    std::string text;
+    status error;
+  };
+  const std::vector<expectation> cases{
+    { "GET / HTTP/1.1\r\nHost: t\r\nX-A: a\r\n b\r\n" + fill + "\r\n", status::bad_request },
+    { "GET / HTTP/1.1\r\nHost: t\r\n" + fill + "X-A: a\r\n b\r\n\r\n",
+      status::header_fields_too_large },
+    { "GET / HTTP/1.1\r\nHost: t\r\n\n" + fill + "\r\n", status::bad_request },
+    { "GET / HTTP/1.1\r\nHost: t\r\n" + fill + "X: y\r\n\n", status::header_fields_too_large },
+    { "GET / HTTP/1.1\r\nHost: t\r\n" + fill + "X: y\r\nTransfer-Encoding: gzip\r\n\r\n",
+      status::header_fields_too_large },
+    { "GET /" + std::string(70, 'a') + " HTTP/1.1\r\nHost: t\r\n: x\r\n\r\n",
+      status::uri_too_long },
+  };
+  for (const expectation& e : cases) {
+    for (const std::size_t piece :
+         { std::size_t{ 0 }, std::size_t{ 1 }, std::size_t{ 2 }, std::size_t{ 7 } }) {
+      request_parser parser(limits);
+      EXPECT_EQ(feed_in_pieces(parser, e.text, piece), std::vector{ parse_event::error })
+          << e.text << " in pieces of " << piece;
+      EXPECT_EQ(parser.error_status(), e.error) << e.text << " in pieces of " << piece;
+    }
+  }
+}
+
 TEST(http_request_parser, body_limit_by_content_length_and_by_chunks) {
   request_parser declared_at_limit({ .max_body_bytes = 10 });
   EXPECT_EQ(feed_in_pieces(declared_at_limit,
