@@ -388,7 +388,7 @@ void chaos_proxy::run() {
   while (!stopping_.load()) {
     polled.clear();
     polled.push_back({ wake_read_, POLLIN, 0 });
-    polled.push_back({ listener_, POLLIN, 0 });
+    polled.push_back({ accept_failed_ ? -1 : listener_, POLLIN, 0 });
     const auto now = clock_type::now();
     for (const auto& c : connections_) {
       c->add_to(polled, now);
@@ -415,7 +415,10 @@ void chaos_proxy::accept_clients() {
   for (int i = 0; i < kAcceptsPerRound; ++i) {
     const int client = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (client < 0) {
-      return;  // none waiting (or a failure the next round retries)
+      // None waiting; or a failure (EMFILE) that would leave the listener readable: the next
+      // round then waits without it, so it retries after kPollCapMs rather than spinning.
+      accept_failed_ = !would_block(errno) && errno != ECONNABORTED;
+      return;
     }
     ++counted_.accepted;
     set_nodelay(client);

@@ -109,6 +109,7 @@ class chaos_proxy {
   // The proxy thread's own.
   std::vector<std::unique_ptr<connection>> connections_;
   statistics counted_;
+  bool accept_failed_ = false;  // the last accept failed: the next poll leaves the listener out
 
   mutable std::mutex mutex_;
   mutable std::condition_variable published_changed_;
