@@ -135,7 +135,7 @@ struct chaos_proxy::connection {
   }
 
   // The poll events each socket waits for this round, and where they went in `polled`.
-  void add_to(std::vector<::pollfd>& polled, clock_type::time_point now) {
+  void add_to(std::vector<::pollfd>& polled, clock_type::time_point now) const {
     short client_events = 0;
     short server_events = 0;
     if (!connected) {
@@ -381,34 +381,44 @@ void chaos_proxy::stop() {
   listener_ = -1;
 }
 
-// The proxy's thread: wait for the sockets (or the next piece's time, or stop()), relay, then
-// accept, then publish the figures; at the end close every connection.
+// The proxy's thread, round after round:
+//   1. wait     poll the wake pipe, the listener and each connection's sockets (for what its
+//               directions want), until one is ready or the next piece is due;
+//   2. relay    each connection's round (connection::step); the closed ones go;
+//   3. accept   new clients, each with its server connection started;
+//   4. publish  the figures, for stats() and wait_until().
+// stop() ends it after (1); every connection closes then.
 void chaos_proxy::run() {
   std::vector<::pollfd> polled;
   while (!stopping_.load()) {
-    polled.clear();
-    polled.push_back({ wake_read_, POLLIN, 0 });
-    polled.push_back({ accept_failed_ ? -1 : listener_, POLLIN, 0 });
-    const auto now = clock_type::now();
-    for (const auto& c : connections_) {
-      c->add_to(polled, now);
-    }
-    if (::poll(polled.data(), polled.size(), poll_timeout()) < 0 && errno != EINTR) {
+    if (!wait(polled) || stopping_.load()) {
       break;
     }
-    if (stopping_.load()) {
-      break;
-    }
-    for (std::size_t i = 0; i < connections_.size(); ++i) {
-      const short server_revents = polled[2 + 2 * i + 1].revents;
-      connections_[i]->step(server_revents, counted_);
-    }
-    std::erase_if(connections_, [](const auto& c) { return c->finished; });
+    relay_all(polled);
     accept_clients();
     publish();
   }
   connections_.clear();
   publish();
+}
+
+bool chaos_proxy::wait(std::vector<::pollfd>& polled) const {
+  polled.clear();
+  polled.push_back({ wake_read_, POLLIN, 0 });
+  polled.push_back({ accept_failed_ ? -1 : listener_, POLLIN, 0 });
+  const auto now = clock_type::now();
+  for (const auto& c : connections_) {
+    c->add_to(polled, now);
+  }
+  return ::poll(polled.data(), polled.size(), poll_timeout()) >= 0 || errno == EINTR;
+}
+
+void chaos_proxy::relay_all(const std::vector<::pollfd>& polled) {
+  for (std::size_t i = 0; i < connections_.size(); ++i) {
+    const short server_revents = polled[2 + 2 * i + 1].revents;  // after the pipe, the listener
+    connections_[i]->step(server_revents, counted_);
+  }
+  std::erase_if(connections_, [](const auto& c) { return c->finished; });
 }
 
 void chaos_proxy::accept_clients() {

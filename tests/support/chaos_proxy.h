@@ -6,6 +6,8 @@
 // stalls it for good. Plain POSIX sockets and poll() on one thread of its own, nothing of cyan,
 // so that a bug in cyan cannot hide a bug in the proxy.
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -95,8 +97,9 @@ class chaos_proxy {
   struct connection;  // one client and its server connection (see the .cpp)
 
   void run();
+  [[nodiscard]] bool wait(std::vector<::pollfd>& polled) const;
+  void relay_all(const std::vector<::pollfd>& polled);
   void accept_clients();
-  void relay_all();
   [[nodiscard]] int poll_timeout() const;
   void publish();
 
