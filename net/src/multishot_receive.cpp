@@ -3,6 +3,7 @@
 #include <liburing.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -24,6 +25,7 @@ multishot_receive::~multishot_receive() {
 }
 
 void multishot_receive::arm(int fd) {
+  assert(!completion_pending() && "armed again before its last completion ran");
   io_uring_sqe* entry = ring_.prepare(*this);
   io_uring_prep_recv_multishot(entry, fd, nullptr, 0, 0);
   entry->flags |= IOSQE_BUFFER_SELECT;
@@ -86,8 +88,10 @@ std::size_t multishot_receive::held_bytes() const noexcept {
   return bytes;
 }
 
-// One completion: hold its bytes, note how the receive ended, bound the hold, then tell a
-// waiting read, last: it may resume a task that destroys the socket, and this with it.
+// One completion: hold its bytes, note how the receive ended (a completion without
+// IORING_CQE_F_MORE is its last: in_flight() may already be false for an earlier one reaped in
+// the same batch), bound the hold, then tell a waiting read, last: it may resume a task that
+// destroys the socket, and this with it.
 void multishot_receive::complete(int result, unsigned flags) noexcept {
   if (state_.load(std::memory_order_acquire) == kOrphaned) {
     complete_orphaned(result, flags);
@@ -100,7 +104,7 @@ void multishot_receive::complete(int result, unsigned flags) noexcept {
                         static_cast<std::uint32_t>(result), 0 });
   }
   io_wait* const waiting = reader;
-  if (in_flight()) {
+  if ((flags & IORING_CQE_F_MORE) != 0) {
     if (pieces_.size() - first_ >= kHoldBuffers) {
       cancel();
     }
@@ -159,8 +163,8 @@ void multishot_receive::complete_orphaned(int result, unsigned flags) noexcept {
     buffers_.take();
     buffers_.give_back(static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT));
   }
-  if (!in_flight()) {
-    delete this;  // its destructor gives the held buffers back
+  if ((flags & IORING_CQE_F_MORE) == 0) {
+    delete this;  // its last completion; its destructor gives the held buffers back
     return;
   }
   cancel();

@@ -51,8 +51,11 @@ socket_core::ring_read socket_core::plan_ring_read() noexcept {
   if (!multishot_ && !multishot_refused_) {
     make_multishot();  // at the first read, so that switching later allocates nothing
   }
-  if (multishot_ && multishot_->in_flight()) {
-    return ring_read::multishot;  // armed, or ending: its completions come before any other
+  if (multishot_ && multishot_->completion_pending()) {
+    // Armed, or ending (its last completion may be reaped and not run yet: arming it again
+    // now would have that one, an error maybe, taken for the new receive's): its completions
+    // come before any other.
+    return ring_read::multishot;
   }
   if (multishot_ && multishot_->throttled()) {
     use_multishot_ = false;  // it receives faster than it reads: bulk, read into the span
@@ -77,8 +80,8 @@ void socket_core::ring_read_completed(bool waited) noexcept {
 }
 
 bool socket_core::keep_waiting_for_multishot() noexcept {
-  if (multishot_->in_flight()) {
-    return true;
+  if (multishot_->completion_pending()) {
+    return true;  // as in plan_ring_read()
   }
   if (multishot_->throttled()) {
     use_multishot_ = false;  // as in plan_ring_read()

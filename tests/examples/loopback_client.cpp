@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 
 namespace cyan::test {
@@ -24,8 +25,15 @@ int connect_to(unsigned port) {
 }
 
 std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit, bool& closed) {
+  stream_end how = stream_end::open;
+  std::string got = receive(fd, want, limit, how);
+  closed = how != stream_end::open;
+  return got;
+}
+
+std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit, stream_end& how) {
   std::string got;
-  closed = false;
+  how = stream_end::open;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (got.size() < want) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -37,7 +45,9 @@ std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit, b
     char buffer[8192];
     const ::ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n <= 0) {
-      closed = true;
+      how = n == 0                ? stream_end::end_of_stream
+            : errno == ECONNRESET ? stream_end::reset
+                                  : stream_end::error;
       break;
     }
     got.append(buffer, static_cast<std::size_t>(n));

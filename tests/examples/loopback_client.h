@@ -17,6 +17,13 @@ namespace cyan::test {
 [[nodiscard]] std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit,
                                   bool& closed);
 
+/// How a stream ended, as its reader saw it.
+enum class stream_end { open, end_of_stream, reset, error };
+
+/// receive() that tells how the stream ended: `how` is open when it did not within `limit`.
+[[nodiscard]] std::string receive(int fd, std::size_t want, std::chrono::milliseconds limit,
+                                  stream_end& how);
+
 /// Sends every byte of `data` (blocking socket, MSG_NOSIGNAL); false on an error.
 bool send_all(int fd, const std::string& data);
 

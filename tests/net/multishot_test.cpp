@@ -4,16 +4,21 @@
 // slow reader and a thread whose provided buffers run dry. On the epoll backend the same tests
 // run the readiness path (and check that no socket claims a multishot receive).
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <span>
 #include <stop_token>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "cyan/dispatch.h"
@@ -410,6 +415,57 @@ TEST(multishot, a_peer_that_closes_after_sending_gives_the_bytes_then_end_of_str
   const std::vector<std::byte> bytes = reader.get();
   ASSERT_EQ(bytes.size(), kSent);
   EXPECT_EQ(first_mismatch(52, bytes), kSent);
+}
+
+// A reset whose completion the reader's thread reaps in the same batch as another operation's,
+// which runs first and starts the next read on the reset socket. The receive's last completion
+// (ECONNRESET, which takes the socket's error) has been reaped but not run: arming the receive
+// again then would have the kernel answer the new one with end of stream, and the reset read
+// as a clean end. The reader's thread is held on a job while both arrive, so that one reap
+// takes them, in that order.
+TEST(multishot, a_reset_reaped_behind_a_completion_that_starts_the_next_read_is_a_reset) {
+  connected_pair pair;
+  std::promise<void> reading_other;
+  auto reader = co_spawn(pair.reader_thread, [&]() -> task<std::error_code> {
+    tcp_socket s = co_await pair.listener.accept(5s);
+    tcp_socket other = co_await pair.listener.accept(5s);
+    co_await answer_rounds(s, kSwitchRounds, 61);
+    expect_switched(s);  // and its receive stays armed
+    std::byte one[1];
+    reading_other.set_value();  // the job posted after this runs once the read suspended
+    co_await other.read_exact(one, 5s);
+    std::vector<std::byte> request(kMessage);
+    const std::error_code failure = co_await cyan::test::failure_of(s.read_exact(request, 5s));
+    s.close();
+    other.close();
+    expect_buffers_back();
+    co_return failure;
+  });
+  // The peer's two ends, as bare descriptors once the rounds are done.
+  const auto [reset_fd, other_fd] =
+      co_spawn(pair.peer_thread, [&]() -> task<std::pair<int, int>> {
+        tcp_socket s = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
+        tcp_socket other = co_await tcp_socket::connect(pair.listener.local_endpoint(), 5s);
+        co_await ask_rounds(s, kSwitchRounds, 61);
+        co_return std::pair{ s.release().release(), other.release().release() };
+      }).get();
+  ASSERT_EQ(reading_other.get_future().wait_for(5s), std::future_status::ready);
+  // Hold the reader's thread while the byte and the reset arrive.
+  std::promise<void> parked;
+  std::promise<void> release;
+  pair.reader_thread.post([&parked, held = release.get_future()] {
+    parked.set_value();
+    held.wait_for(5s);
+  });
+  ASSERT_EQ(parked.get_future().wait_for(5s), std::future_status::ready);
+  const char byte = 'x';
+  ASSERT_EQ(::send(other_fd, &byte, 1, MSG_NOSIGNAL), 1);
+  const ::linger abort{ 1, 0 };
+  ::setsockopt(reset_fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  ::close(reset_fd);
+  release.set_value();
+  EXPECT_EQ(reader.get(), std::make_error_code(std::errc::connection_reset));
+  ::close(other_fd);
 }
 
 // 300 sockets that each switched, then each receive 64 KiB while nothing reads: together they

@@ -73,13 +73,20 @@ enum class backend_choice { automatic, epoll, io_uring };
 /// An operation submitted to a ring. Thread rules: the ring's thread only.
 class ring_operation {
  public:
-  /// Whether a completion is still to come (the kernel may still use the operation's buffers).
+  /// Whether the kernel may still post a completion (and use the operation's buffers). False
+  /// from the moment its last completion is reaped, which may be before that one runs.
   [[nodiscard]] bool in_flight() const noexcept { return in_flight_; }
 
+  /// Whether a completion is still to run complete(): in flight, or reaped and waiting in the
+  /// ring. An operation submitted again before then would have its old last completion taken
+  /// for one of the new submission's.
+  [[nodiscard]] bool completion_pending() const noexcept { return in_flight_ || held_ > 0; }
+
   /// The kernel finished the operation: `result` is the completion's res (a count, or -errno),
-  /// `flags` its flags. Runs in ring::drain() on the ring's thread; may queue entries (the
-  /// operation's next step, others' steps) and resume coroutines. in_flight() is false here,
-  /// unless `flags` has IORING_CQE_F_MORE (a multishot operation goes on).
+  /// `flags` its flags; one without IORING_CQE_F_MORE is the operation's last. Runs in
+  /// ring::drain() on the ring's thread; may queue entries (the operation's next step, others'
+  /// steps) and resume coroutines. A multishot operation's completions may be reaped in one
+  /// batch: in_flight() is then already false while an earlier one runs.
   virtual void complete(int result, unsigned flags) noexcept = 0;
 
  protected:

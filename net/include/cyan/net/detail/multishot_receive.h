@@ -57,7 +57,9 @@ class multishot_receive final : public event::detail::ring_operation {
   /// Gives the held buffers back. Not in flight (cancel_and_complete() came first).
   ~multishot_receive();
 
-  /// Queues the receive on `fd`. Throws std::system_error when the ring refuses the entry.
+  /// Queues the receive on `fd`, once the previous one's last completion has run
+  /// (!completion_pending(): that one may hold an error the socket reports only once). Throws
+  /// std::system_error when the ring refuses the entry.
   void arm(int fd);
 
   /// Bytes, or an end of stream or error, to report.
