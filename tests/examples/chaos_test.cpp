@@ -197,15 +197,6 @@ std::optional<clock_type::time_point> send_until_failure(int fd, std::string_vie
   return std::nullopt;
 }
 
-// How many times `text` holds `part`.
-int occurrences(const std::string& text, std::string_view part) {
-  int count = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
 // ---------------------------------------------------------------------------------------------
 // echo_server
 
@@ -302,8 +293,7 @@ TEST(chaos_echo_server, closes_stalled_connections_at_the_idle_timeout_while_ser
   EXPECT_GT(served, 0);
   EXPECT_EQ(proxy.stats().stalls, static_cast<std::uint64_t>(kStalled));
   EXPECT_EQ(s.stop(), 0);
-  EXPECT_EQ(occurrences(s.output(), "echo_server: connection: "), kStalled) << s.output();
-  EXPECT_EQ(occurrences(s.output(), "timed out"), kStalled) << s.output();
+  EXPECT_EQ(s.output(), "");  // an --idle-ms close is how a silent connection ends, not an error
 }
 
 // A client that keeps sending but never reads: the echoes fill the buffers, the server's write
@@ -322,7 +312,7 @@ TEST(chaos_echo_server, closes_a_client_that_stops_reading_at_the_write_timeout)
   ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.server_ends == 1; }, 5s));
   EXPECT_EQ(proxy.stats().bytes_to_client, 0u);
   EXPECT_EQ(s.stop(), 0);
-  EXPECT_EQ(occurrences(s.output(), "timed out"), 1) << s.output();
+  EXPECT_EQ(s.output(), "");  // the write timeout ends it quietly, as the idle one
 }
 
 // ---------------------------------------------------------------------------------------------
