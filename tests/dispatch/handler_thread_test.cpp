@@ -28,9 +28,11 @@
 #include "cyan/common/thread.h"
 #include "cyan/dispatch/detail/asymmetric_fence.h"
 #include "cyan/dispatch/handler.h"
+#include "cyan/event/detail/ring.h"
 #include "cyan/event/io.h"
 #include "cyan/event/timer.h"
 #include "support/cpu_time.h"
+#include "support/descriptors.h"
 #include "support/lifecycle.h"
 #include "support/weighted_tasks.h"
 
@@ -610,6 +612,51 @@ TEST(handler_thread, destructor_drains_and_joins) {
     }
   }
   EXPECT_EQ(ran.load(), 100);
+}
+
+// A thread's own descriptors all close with it: its loop's (libev's epoll and eventfd), its
+// io_uring ring and the eventfd the ring signals (where a ring can be set up), and the timerfd
+// of a wait shorter than epoll's millisecond. The check after every test counts these kinds
+// only beyond what the threads still alive can own (see support/descriptors.h); this counts
+// each one.
+TEST(handler_thread, destruction_closes_its_loop_ring_and_timer_descriptors) {
+  const cyan::test::descriptor_table before = cyan::test::read_descriptor_table();
+  std::vector<cyan::test::open_descriptor> during;
+  bool has_ring = false;
+  {
+    handler_thread thread;
+    const auto loop = thread.get_event_loop();
+    std::promise<void> fired;
+    std::unique_ptr<cyan::event::timer> timer;
+    thread.post([&] {
+      has_ring = cyan::event::detail::ring::this_thread() != nullptr;
+      timer = std::make_unique<cyan::event::timer>(loop);
+      timer->set_timeout(500us);  // shorter than the backend's wait: armed on the timerfd
+      timer->set_callback([&] { fired.set_value(); });
+      timer->start();
+    });
+    fired.get_future().get();
+    during = cyan::test::added_descriptors(before.descriptors,
+                                           cyan::test::read_descriptor_table().descriptors);
+    thread.post([&] { timer.reset(); });  // a watcher is destroyed on its loop's thread
+    thread.stop();
+    thread.join();  // before `timer` goes
+  }
+  std::vector<std::string> kinds;
+  for (const cyan::test::open_descriptor& d : during) {
+    kinds.push_back(d.target);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  std::vector<std::string> expected{ "anon_inode:[eventfd]", "anon_inode:[eventpoll]",
+                                     "anon_inode:[timerfd]" };
+  if (has_ring) {
+    expected.insert(expected.begin(), "anon_inode:[eventfd]");
+    expected.insert(expected.end() - 1, "anon_inode:[io_uring]");
+  }
+  EXPECT_EQ(kinds, expected);
+  EXPECT_EQ(cyan::test::describe(cyan::test::added_descriptors(
+                before.descriptors, cyan::test::read_descriptor_table().descriptors)),
+            "");
 }
 
 TEST(handler_thread, many_short_lived_threads_from_one_producer) {

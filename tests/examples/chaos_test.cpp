@@ -24,6 +24,7 @@
 #include "http_test_client.h"
 #include "loopback_client.h"
 #include "support/chaos_proxy.h"
+#include "support/descriptor_check.h"
 
 namespace {
 
@@ -55,10 +56,18 @@ constexpr auto kServedWithin = 1s;
 class server {
  public:
   server(const char* program, std::vector<std::string> options)
-      : process_(command(program, std::move(options)), -1, false, true) {
+      : process_name_(program), process_(command(program, std::move(options)), -1, false, true) {
     port_ = port_of_listening_line(process_.read_line(10s));
+    if (port_ != 0) {
+      listening_ = cyan::test::read_descriptor_table(process_.pid());
+    }
   }
   [[nodiscard]] unsigned port() const noexcept { return port_; }
+  // With the proxies stopped and the direct clients closed: the server closed every connection
+  // it accepted, whatever was done to it, back to the descriptors it listened with within 5 s.
+  void expect_descriptors_back_to_baseline() {
+    cyan::test::expect_descriptors_back_to_baseline(process_.pid(), listening_, 5s, process_name_);
+  }
   // SIGTERM; its exit status. output() then holds what it said after "listening on".
   int stop() {
     const int status = process_.stop(10s);
@@ -74,9 +83,11 @@ class server {
                    { program, "--port", "0", "--threads", "1", "--grace-ms", "500" });
     return options;
   }
+  std::string process_name_;
   child_process process_;
   unsigned port_ = 0;
   std::string output_;
+  cyan::test::descriptor_table listening_;  // its descriptors when it said "listening on"
 };
 
 // A blocking loopback connection, closed at the end of its scope.
@@ -217,6 +228,8 @@ TEST(chaos_echo_server, an_echo_in_one_byte_pieces_comes_back_byte_exact) {
   ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.bytes_to_client == 300; }, 5s));
   EXPECT_EQ(proxy.stats().writes_to_server, 300u);  // one byte per piece, both ways
   EXPECT_EQ(proxy.stats().writes_to_client, 300u);
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -239,6 +252,8 @@ TEST(chaos_echo_server, survives_resets_mid_message_and_serves_a_direct_client_w
   }
   ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.resets == kRounds; }, 5s));
   EXPECT_EQ(proxy.stats().bytes_to_server, 100u * kRounds);
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");  // a reset is the client going away, not an error
 }
@@ -260,6 +275,8 @@ TEST(chaos_echo_server, echoes_what_came_before_a_half_close_then_ends_the_strea
   EXPECT_EQ(proxy.stats().half_closes, 1u);
   EXPECT_EQ(proxy.stats().server_ends, 1u);
   EXPECT_EQ(proxy.stats().resets, 0u);
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -292,6 +309,8 @@ TEST(chaos_echo_server, closes_stalled_connections_at_the_idle_timeout_while_ser
   }
   EXPECT_GT(served, 0);
   EXPECT_EQ(proxy.stats().stalls, static_cast<std::uint64_t>(kStalled));
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");  // an --idle-ms close is how a silent connection ends, not an error
 }
@@ -311,6 +330,8 @@ TEST(chaos_echo_server, closes_a_client_that_stops_reading_at_the_write_timeout)
   expect_direct_echo(s.port());
   ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.server_ends == 1; }, 5s));
   EXPECT_EQ(proxy.stats().bytes_to_client, 0u);
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");  // the write timeout ends it quietly, as the idle one
 }
@@ -348,6 +369,9 @@ TEST(chaos_http_server, requests_and_answers_in_one_byte_pieces_are_served_exact
   EXPECT_EQ(st.writes_to_server, st.bytes_to_server);
   EXPECT_EQ(st.writes_to_client, st.bytes_to_client);
   EXPECT_EQ(direct.get_root(kServedWithin), 200);
+  direct.close();
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -396,6 +420,8 @@ TEST(chaos_http_server, survives_resets_mid_request_and_serves_a_direct_client_w
     EXPECT_TRUE(proxy.wait_until([](const statistics& st) { return st.resets == kRounds; }, 5s))
         << fault.name;
   }
+  good.close();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");  // resets are clients going away, not errors
 }
@@ -427,6 +453,7 @@ TEST(chaos_http_server, answers_a_request_before_a_half_close_then_ends_the_stre
     EXPECT_EQ(how, stream_end::end_of_stream);
   }
   expect_direct_page(s.port());
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -460,6 +487,9 @@ TEST(chaos_http_server, stalled_requests_get_408_at_the_request_timeout_while_ot
     EXPECT_LT(ends[i].at - sent, kTimeout + kCloseTolerance) << i;
   }
   EXPECT_GT(served, 0);
+  good.close();
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -497,6 +527,9 @@ TEST(chaos_http_server, connections_stalled_between_requests_are_closed_at_the_i
                                 kTimeout + kCloseTolerance));
   EXPECT_GE(clock_type::now() - start, kTimeout);
   EXPECT_EQ(frozen.stats().bytes_to_client, 0u);
+  after_one.stop();
+  frozen.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -516,6 +549,8 @@ TEST(chaos_http_server, closes_a_client_that_stops_reading_at_the_write_timeout)
   EXPECT_GE(*failed - start, kTimeout);
   expect_direct_page(s.port());
   ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.server_ends == 1; }, 5s));
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -595,6 +630,8 @@ TEST(chaos_load_tester, counts_every_request_exactly_through_one_byte_pieces) {
     EXPECT_EQ(r.result.at("errors"), 0) << r.output;
     ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.closed == 2; }, 5s));
     EXPECT_EQ(proxy.stats().writes_to_client, 40u * 100);
+    proxy.stop();
+    s.expect_descriptors_back_to_baseline();
     EXPECT_EQ(s.stop(), 0);
     EXPECT_EQ(s.output(), "");
   }
@@ -609,6 +646,8 @@ TEST(chaos_load_tester, counts_every_request_exactly_through_one_byte_pieces) {
     EXPECT_EQ(r.result.at("errors"), 0) << r.output;
     ASSERT_TRUE(proxy.wait_until([](const statistics& st) { return st.closed == 2; }, 5s));
     EXPECT_EQ(proxy.stats().writes_to_client, proxy.stats().bytes_to_client);
+    proxy.stop();
+    s.expect_descriptors_back_to_baseline();
     EXPECT_EQ(s.stop(), 0);
     EXPECT_EQ(s.output(), "");
   }
@@ -632,6 +671,8 @@ TEST(chaos_load_tester, counts_a_reset_mid_echo_as_a_read_failure) {
   EXPECT_NE(r.output.find("Connection reset by peer"), std::string::npos) << r.output;
   EXPECT_TRUE(proxy.wait_until([](const statistics& st) { return st.resets == 4; }, 5s));
   expect_direct_echo(s.port());
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -655,6 +696,8 @@ TEST(chaos_load_tester, counts_a_stall_as_a_read_that_timed_out) {
   EXPECT_GE(r.result.at("seconds"), 0.3) << r.output;
   EXPECT_EQ(proxy.stats().stalls, 4u);
   expect_direct_echo(s.port());
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -673,6 +716,8 @@ TEST(chaos_load_tester, counts_a_half_close_mid_echo_as_a_read_that_met_the_end)
   EXPECT_NE(r.output.find("errors 4: connect 0, read 4, write 0, invalid 0\n"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("end of stream"), std::string::npos) << r.output;
+  proxy.stop();
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }
@@ -733,6 +778,7 @@ TEST(chaos_load_tester, http_counts_resets_stalls_and_408s_each_as_its_kind) {
     EXPECT_NE(r.output.find("status 408"), std::string::npos) << r.output;
   }
   expect_direct_page(s.port());
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.stop(), 0);
   EXPECT_EQ(s.output(), "");
 }

@@ -14,6 +14,7 @@
 
 #include "bench/process.h"
 #include "loopback_client.h"
+#include "support/descriptor_check.h"
 
 namespace {
 
@@ -21,6 +22,9 @@ using namespace std::chrono_literals;
 using cyan::bench::child_process;
 using cyan::bench::port_of_listening_line;
 using cyan::test::connect_to;
+using cyan::test::descriptor_table;
+using cyan::test::expect_descriptors_back_to_baseline;
+using cyan::test::read_descriptor_table;
 using cyan::test::receive;
 using cyan::test::send_all;
 
@@ -33,6 +37,7 @@ TEST_P(echo_peer_test, echoes_each_message_exactly) {
   child_process server({ GetParam(), "--port", "0", "--threads", "1" }, -1);
   const unsigned port = port_of_listening_line(server.read_line(10s));
   ASSERT_NE(port, 0u);
+  const descriptor_table listening = read_descriptor_table(server.pid());
   const int fd = connect_to(port);
   ASSERT_GE(fd, 0);
   bool closed = false;
@@ -48,6 +53,7 @@ TEST_P(echo_peer_test, echoes_each_message_exactly) {
     ++round;
   }
   ::close(fd);
+  expect_descriptors_back_to_baseline(server.pid(), listening, 5s, GetParam());
   EXPECT_EQ(server.stop(10s), 0);
 }
 
@@ -59,6 +65,7 @@ TEST_P(echo_peer_test, closes_a_connection_whose_end_arrived_with_its_last_data)
   child_process server({ GetParam(), "--port", "0", "--threads", "1" }, -1);
   const unsigned port = port_of_listening_line(server.read_line(10s));
   ASSERT_NE(port, 0u);
+  const descriptor_table listening = read_descriptor_table(server.pid());
   constexpr int kConnections = 30;
   for (int i = 0; i < kConnections; ++i) {
     const int fd = connect_to(port);
@@ -74,6 +81,7 @@ TEST_P(echo_peer_test, closes_a_connection_whose_end_arrived_with_its_last_data)
     ASSERT_EQ(more, "") << "connection " << i;
     ASSERT_TRUE(closed) << "connection " << i << " was not closed within 5 s";
   }
+  expect_descriptors_back_to_baseline(server.pid(), listening, 5s, GetParam());
   EXPECT_EQ(server.stop(10s), 0);
 }
 

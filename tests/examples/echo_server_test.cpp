@@ -13,6 +13,7 @@
 
 #include "bench/process.h"
 #include "loopback_client.h"
+#include "support/descriptor_check.h"
 
 namespace {
 
@@ -20,6 +21,9 @@ using namespace std::chrono_literals;
 using cyan::bench::child_process;
 using cyan::bench::port_of_listening_line;
 using cyan::test::connect_to;
+using cyan::test::descriptor_table;
+using cyan::test::expect_descriptors_back_to_baseline;
+using cyan::test::read_descriptor_table;
 using cyan::test::receive;
 
 // Starts echo_server with `extra` options on a free port; returns its port (0: it did not say
@@ -41,6 +45,7 @@ TEST(echo_server, client_lines_come_back_exactly_in_order) {
   child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2" }, -1);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
+  const descriptor_table listening = read_descriptor_table(server.pid());
   std::string input;
   std::string expected;
   for (int i = 0; i < 200; ++i) {
@@ -50,6 +55,7 @@ TEST(echo_server, client_lines_come_back_exactly_in_order) {
     expected += "Received: " + line + "\n";
   }
   EXPECT_EQ(run_client(port, input), expected);
+  expect_descriptors_back_to_baseline(server.pid(), listening, 5s, "echo_server");
   EXPECT_EQ(server.stop(10s), 0);
 }
 
@@ -58,11 +64,13 @@ TEST(echo_server, acceptor_mode_serves_several_clients) {
                        -1);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
+  const descriptor_table listening = read_descriptor_table(server.pid());
   for (int client = 0; client < 4; ++client) {
     const std::string tag = "client " + std::to_string(client);
     EXPECT_EQ(run_client(port, tag + " a\n" + tag + " b\n"),
               "Received: " + tag + " a\nReceived: " + tag + " b\n");
   }
+  expect_descriptors_back_to_baseline(server.pid(), listening, 5s, "echo_server");
   EXPECT_EQ(server.stop(10s), 0);
 }
 
@@ -210,6 +218,7 @@ TEST(echo_server, accept_failures_are_reported_at_most_once_a_second) {
                        -1);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
+  const descriptor_table listening = read_descriptor_table(server.pid());
   std::vector<int> held;  // more than the server can take
   for (int i = 0; i < 80; ++i) {
     held.push_back(connect_to(port));
@@ -230,6 +239,9 @@ TEST(echo_server, accept_failures_are_reported_at_most_once_a_second) {
       ::close(fd);
     }
   }
+  // Each connection it accepted, and each one left in the backlog once descriptors are free
+  // again, is closed: nothing of the full table stays.
+  expect_descriptors_back_to_baseline(server.pid(), listening, 5s, "echo_server");
   EXPECT_EQ(server.stop(10s), 0);
   const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
   const std::string output = server.read_all(10s);

@@ -80,6 +80,7 @@ TEST(http_server, get_root_returns_the_page_and_head_the_same_headers_without_bo
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->status_line, "HTTP/1.1 200 OK");
   EXPECT_EQ(again->body, get->body);
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -99,6 +100,7 @@ TEST(http_server, body_size_gives_a_body_of_exactly_that_many_bytes) {
     EXPECT_EQ(first->header("Content-Length"), std::to_string(size));
     EXPECT_EQ(head->header("Content-Length"), std::to_string(size));
     EXPECT_EQ(second->body, first->body);
+    s.expect_descriptors_back_to_baseline({ &client });
     EXPECT_EQ(s.process().stop(10s), 0);
   }
 }
@@ -124,6 +126,7 @@ TEST(http_server, other_path_is_404_and_other_method_is_405_and_the_connection_g
   ASSERT_TRUE(del.has_value());
   EXPECT_EQ(del->status(), 405);
   EXPECT_EQ(client.get_root(5s), 200);  // the body of the POST was not taken for a request
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -141,6 +144,7 @@ TEST(http_server, http_10_closes_unless_it_asks_for_keep_alive) {
   EXPECT_EQ(r->status(), 200);
   EXPECT_EQ(r->header("Connection"), "keep-alive");
   EXPECT_EQ(kept.get_root(5s), 200);
+  s.expect_descriptors_back_to_baseline({ &plain, &kept });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -152,6 +156,7 @@ TEST(http_server, connection_close_closes_after_the_response) {
   ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n" +
                           std::string(kGetRoot)));
   expect_answer_and_close(client, 200);
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -174,6 +179,7 @@ TEST(http_server, twenty_pipelined_requests_get_twenty_responses_in_order) {
     EXPECT_EQ(r->body.empty(), i % 3 == 2) << "response " << i;
   }
   EXPECT_EQ(client.get_root(5s), 200);  // nothing more came before this one's answer
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -197,6 +203,7 @@ TEST(http_server,
     ASSERT_EQ(r->status(), i % 2 == 0 ? 200 : 404) << "response " << i;
   }
   EXPECT_EQ(flood.get_root(5s), 200);
+  s.expect_descriptors_back_to_baseline({ good.get(), &flood });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -211,6 +218,7 @@ TEST(http_server, request_arriving_byte_by_byte_is_served) {
   const std::optional<http_response> r = client.read_response(5s);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status(), 200);
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -235,6 +243,7 @@ TEST(http_server, expect_continue_gets_an_interim_answer_before_the_body) {
   const std::optional<http_response> get = client.read_response(5s);
   ASSERT_TRUE(get.has_value());
   EXPECT_EQ(get->status(), 200);
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -252,6 +261,7 @@ TEST(http_server, malformed_request_gets_400_and_close_while_others_are_served) 
   ASSERT_TRUE(no_host.send("GET / HTTP/1.1\r\n\r\n"));
   expect_answer_and_close(no_host, 400);
   EXPECT_EQ(good->get_root(1s), 200);
+  s.expect_descriptors_back_to_baseline({ good.get(), &bad, &garbage, &no_host });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -272,6 +282,7 @@ TEST(http_server, a_version_other_than_1_0_or_1_1_gets_505_and_close_while_other
     EXPECT_TRUE(client.wait_closed(5s)) << version;
     EXPECT_EQ(good->get_root(5s), 200) << version;
   }
+  s.expect_descriptors_back_to_baseline({ good.get() });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -318,6 +329,7 @@ TEST(http_server, oversized_header_gets_431_and_close_while_others_are_served) {
   }
   expect_answer_and_close(in_pieces, 431);
   EXPECT_EQ(good->get_root(1s), 200);
+  s.expect_descriptors_back_to_baseline({ good.get(), &within, &at_once, &in_pieces });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -338,6 +350,7 @@ TEST(http_server, oversized_body_gets_413_and_close_while_others_are_served) {
   }
   expect_answer_and_close(chunked, 413);
   EXPECT_EQ(good->get_root(1s), 200);
+  s.expect_descriptors_back_to_baseline({ good.get(), &declared, &chunked });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -361,6 +374,7 @@ TEST(http_server, slow_request_gets_408_and_close_while_others_are_served) {
   EXPECT_LT(waited, 5s);
   EXPECT_GT(served, 0);
   EXPECT_EQ(good->get_root(1s), 200);
+  s.expect_descriptors_back_to_baseline({ good.get(), &slow });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -375,6 +389,7 @@ TEST(http_server, idle_keep_alive_connection_is_closed_after_the_idle_timeout) {
   // Tolerance: the timer wheel's 1 ms ticks aside, not before the timeout; within 5 s.
   EXPECT_GE(waited, 290ms);
   EXPECT_LT(waited, 5s);
+  s.expect_descriptors_back_to_baseline({ &client });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -402,6 +417,7 @@ TEST(http_server, connections_beyond_max_connections_get_503_and_close) {
   }
   EXPECT_EQ(status, 200);
   EXPECT_EQ(second->get_root(1s), 200);
+  s.expect_descriptors_back_to_baseline({ second.get() });
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 
@@ -437,6 +453,7 @@ TEST(http_server, load_tester_http_mode_gets_every_request_answered) {
   ASSERT_FALSE(result.empty()) << output;
   EXPECT_EQ(result.at("requests"), 8 * 250);
   EXPECT_EQ(result.at("errors"), 0);
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.process().stop(10s), 0);
 }
 

@@ -83,7 +83,14 @@ class http_smuggling : public ::testing::Test {
     ASSERT_NE(server_.port(), 0u);
     good_ = good_client(server_.port());
   }
-  void TearDown() override { EXPECT_EQ(server_.process().stop(10s), 0); }
+  // The cases closed their connections; with the good client's closed too, the server must
+  // be back to the descriptors it listened with.
+  void TearDown() override {
+    if (good_) {
+      server_.expect_descriptors_back_to_baseline({ good_.get() });
+    }
+    EXPECT_EQ(server_.process().stop(10s), 0);
+  }
 
   // Each variant on a connection of its own: `status_line` with "Connection: close", then the
   // end of the connection; then the good client is served at once.

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "support/descriptor_check.h"
+
 namespace cyan::test {
 
 namespace {
@@ -115,8 +117,13 @@ http_test_client::http_test_client(unsigned port, std::chrono::milliseconds limi
 }
 
 http_test_client::~http_test_client() {
+  close();
+}
+
+void http_test_client::close() {
   if (fd_ >= 0) {
     ::close(fd_);
+    fd_ = -1;
   }
 }
 
@@ -226,6 +233,18 @@ std::optional<http_response> read_closing_answer(http_test_client& client) {
 http_server_process::http_server_process(std::vector<std::string> options)
     : process_(http_server_command(std::move(options)), -1) {
   port_ = bench::port_of_listening_line(process_.read_line(std::chrono::seconds(10)));
+  if (port_ != 0) {
+    listening_ = read_descriptor_table(process_.pid());
+  }
+}
+
+void http_server_process::expect_descriptors_back_to_baseline(
+    std::initializer_list<http_test_client*> clients) {
+  for (http_test_client* client : clients) {
+    client->close();
+  }
+  test::expect_descriptors_back_to_baseline(process_.pid(), listening_, std::chrono::seconds(5),
+                                            "http_server");
 }
 
 std::unique_ptr<http_test_client> good_client(unsigned port) {

@@ -5,6 +5,7 @@
 // and the server itself as those tests start it.
 
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "bench/process.h"
+#include "support/descriptors.h"
 
 namespace cyan::test {
 
@@ -39,6 +41,9 @@ class http_test_client {
   ~http_test_client();
 
   [[nodiscard]] bool connected() const noexcept { return fd_ >= 0; }
+
+  /// Closes the connection now (the destructor does otherwise); connected() is false after.
+  void close();
 
   /// Sends every byte of `bytes` within `limit`; false when it could not.
   bool send(std::string_view bytes, std::chrono::milliseconds limit = std::chrono::seconds(5));
@@ -81,9 +86,16 @@ class http_server_process {
   [[nodiscard]] unsigned port() const noexcept { return port_; }
   [[nodiscard]] bench::child_process& process() noexcept { return process_; }
 
+  /// Closes `clients` (the test's connections still open), then checks (EXPECT) that the
+  /// server closed every connection it accepted: back to the descriptors it held when it said
+  /// "listening on" (support/descriptors.h) within 5 s, as a closing answer's linger ends when
+  /// the client's end arrives.
+  void expect_descriptors_back_to_baseline(std::initializer_list<http_test_client*> clients = {});
+
  private:
   bench::child_process process_;
   unsigned port_ = 0;
+  descriptor_table listening_;  // its descriptors when it said "listening on"
 };
 
 /// A client that behaves, connected and served once already (so accepted before anything

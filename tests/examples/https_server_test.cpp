@@ -20,6 +20,7 @@
 #include "cyan/dispatch.h"
 #include "cyan/net.h"
 #include "net/net_support.h"
+#include "support/descriptor_check.h"
 #include "support/tls_certificates.h"
 
 namespace {
@@ -46,9 +47,19 @@ class https_server {
   explicit https_server(std::vector<std::string> options)
       : process_(command(std::move(options)), -1) {
     port_ = port_of_listening_line(process_.read_line(10s));
+    if (port_ != 0) {
+      listening_ = cyan::test::read_descriptor_table(process_.pid());
+    }
   }
   [[nodiscard]] unsigned port() const noexcept { return port_; }
   child_process& process() noexcept { return process_; }
+
+  // With the test's clients done and closed: the server closed every connection it accepted,
+  // back to the descriptors it listened with, within 5 s.
+  void expect_descriptors_back_to_baseline() {
+    cyan::test::expect_descriptors_back_to_baseline(process_.pid(), listening_, 5s,
+                                                    "http_server --tls-cert");
+  }
 
  private:
   static std::vector<std::string> command(std::vector<std::string> options) {
@@ -58,6 +69,7 @@ class https_server {
   }
   child_process process_;
   unsigned port_ = 0;
+  cyan::test::descriptor_table listening_;  // its descriptors when it said "listening on"
 };
 
 std::string run(const std::string& command) {
@@ -90,6 +102,7 @@ TEST(https_server, curl_gets_the_page_twice_over_one_kept_alive_connection_with_
                                " -o /dev/null -o /dev/null -w '%{http_code} %{num_connects} "
                                "%{http_version}\\n'"),
             "200 1 1.1\n200 0 1.1\n");
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.process().stop(), 0);
 }
 
@@ -120,6 +133,7 @@ TEST(https_server, a_slow_request_gets_408_then_close_notify) {
   EXPECT_EQ(answer.substr(0, answer.find("\r\n")), "HTTP/1.1 408 Request Timeout");
   EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
   EXPECT_EQ(end, "clean");  // the answer ends with close_notify, not a bare TCP close
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.process().stop(), 0);
 }
 
@@ -157,6 +171,7 @@ TEST(https_server, a_request_asking_to_close_ends_the_connection_without_waiting
   EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
   // Lingering would hold the connection for 1 s; closing at once takes microseconds.
   EXPECT_LT(waited, 500ms);
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.process().stop(), 0);
 }
 
@@ -183,6 +198,7 @@ TEST(https_server, a_plain_http_client_on_the_tls_port_is_dropped_and_tls_client
   EXPECT_EQ(plain.find("HTTP/1.1"), std::string::npos);  // at most a TLS alert, no answer
   const std::string url = "https://localhost:" + std::to_string(s.port()) + "/";
   EXPECT_EQ(curl(s.port(), url + " -o /dev/null -w '%{http_code}\\n'"), "200\n");
+  s.expect_descriptors_back_to_baseline();
   EXPECT_EQ(s.process().stop(), 0);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/process.h"
+#include "support/descriptor_check.h"
 
 namespace {
 
@@ -45,19 +46,30 @@ run_result run_load(std::vector<std::string> arguments) {
   return r;
 }
 
-// echo_server on a free port, stopped (and its exit status checked) at the end of the test.
+// echo_server on a free port, stopped at the end of the test, once load_tester's connections
+// are all closed: it must be back to the descriptors it listened with, and exit 0.
 class echo_server {
  public:
   echo_server() : process_({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "2" }, -1) {
     port_ = port_of_listening_line(process_.read_line(10s));
+    if (up()) {
+      listening_ = cyan::test::read_descriptor_table(process_.pid());
+    }
   }
-  ~echo_server() { EXPECT_EQ(process_.stop(10s), 0); }
+  ~echo_server() {
+    if (up()) {
+      cyan::test::expect_descriptors_back_to_baseline(process_.pid(), listening_, 5s,
+                                                      "echo_server");
+    }
+    EXPECT_EQ(process_.stop(10s), 0);
+  }
   [[nodiscard]] std::string port() const { return std::to_string(port_); }
   [[nodiscard]] bool up() const { return port_ != 0; }
 
  private:
   child_process process_;
   unsigned port_ = 0;
+  cyan::test::descriptor_table listening_;  // its descriptors when it said "listening on"
 };
 
 TEST(load_tester, echo_counts_every_request_exactly_with_no_error) {
