@@ -139,9 +139,9 @@ TEST(echo_server, sigterm_finishes_the_chunk_in_flight_closes_and_exits_zero) {
 // --idle-ms is how a silent connection ends, not an error: it closes without a word on stderr
 // (a soak run with silent clients found every one reported as "Connection timed out").
 TEST(echo_server, an_idle_connection_is_closed_after_idle_ms_without_an_error_message) {
-  child_process server({ CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "1", "--idle-ms",
-                         "200" },
-                       -1, false, true);
+  child_process server(
+      { CYAN_PROGRAM_ECHO_SERVER, "--port", "0", "--threads", "1", "--idle-ms", "200" }, -1, false,
+      true);
   const unsigned port = start_server(server);
   ASSERT_NE(port, 0u);
   const int fd = connect_to(port);
