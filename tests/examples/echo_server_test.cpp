@@ -26,8 +26,7 @@ using cyan::test::expect_descriptors_back_to_baseline;
 using cyan::test::read_descriptor_table;
 using cyan::test::receive;
 
-// Starts echo_server with `extra` options on a free port; returns its port (0: it did not say
-// "listening on").
+// The port a started echo_server listens on (0: it did not say "listening on").
 unsigned start_server(child_process& server) {
   return port_of_listening_line(server.read_line(10s));
 }
