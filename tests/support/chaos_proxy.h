@@ -36,8 +36,10 @@ class chaos_proxy {
       half_close,  ///< shutdown(SHUT_WR) towards the destination (it reads end of stream);
                    ///< what the source still sends is read and dropped; the other direction
                    ///< goes on
-      stall,       ///< forward nothing more this way, read nothing more from the source; both
-                   ///< sockets stay open until stop()
+      stall,       ///< forward nothing more this way (not even the source's end), read
+                   ///< nothing more from the source; the direction is over only when the
+                   ///< source ends (seen without reading), so the connection stays open until
+                   ///< both peers have ended their sides, or until stop()
     };
 
     bool split = false;                    ///< forward one byte per write
