@@ -103,6 +103,13 @@ struct relay {
   bool source_ended = false;     // `from` said end of stream
 };
 
+// The options' pairs in the order connections take them.
+std::vector<chaos_proxy::connection_faults> faults_in_turn(const chaos_proxy::options& settings) {
+  std::vector<chaos_proxy::connection_faults> pairs{ { settings.to_server, settings.to_client } };
+  pairs.insert(pairs.end(), settings.then.begin(), settings.then.end());
+  return pairs;
+}
+
 }  // namespace
 
 // One client and its server connection, on the proxy's thread. A round of it:
@@ -116,11 +123,11 @@ struct relay {
 //               both directions ended the connection closes.
 // An error on either socket (a peer's reset, a write to a closed peer) resets both sides.
 struct chaos_proxy::connection {
-  connection(int client_fd, int server_fd, const options& settings)
+  connection(int client_fd, int server_fd, const connection_faults& faults)
       : client(client_fd),
         server(server_fd),
-        to_server(settings.to_server, true),
-        to_client(settings.to_client, false) {
+        to_server(faults.to_server, true),
+        to_client(faults.to_client, false) {
     to_server.from = client;
     to_server.to = server;
     to_client.from = server;
@@ -337,7 +344,8 @@ struct chaos_proxy::connection {
   }
 };
 
-chaos_proxy::chaos_proxy(options settings) : settings_(settings) {
+chaos_proxy::chaos_proxy(options settings)
+    : target_port_(settings.target_port), in_turn_(faults_in_turn(settings)) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     throw_errno("chaos_proxy: pipe2");
@@ -440,6 +448,7 @@ void chaos_proxy::accept_clients() {
       accept_failed_ = !would_block(errno) && errno != ECONNABORTED;
       return;
     }
+    const connection_faults& faults = in_turn_[counted_.accepted % in_turn_.size()];
     ++counted_.accepted;
     set_nodelay(client);
     const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -449,7 +458,7 @@ void chaos_proxy::accept_clients() {
       continue;
     }
     set_nodelay(server);
-    const ::sockaddr_in target = loopback(settings_.target_port);
+    const ::sockaddr_in target = loopback(target_port_);
     if (::connect(server, reinterpret_cast<const ::sockaddr*>(&target), sizeof target) != 0 &&
         errno != EINPROGRESS) {
       close_with_reset(client);
@@ -458,7 +467,7 @@ void chaos_proxy::accept_clients() {
       continue;
     }
     // Connected or not, the next round's poll says (POLLOUT), and SO_ERROR tells how it went.
-    connections_.push_back(std::make_unique<connection>(client, server, settings_));
+    connections_.push_back(std::make_unique<connection>(client, server, faults));
   }
 }
 

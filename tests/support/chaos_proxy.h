@@ -22,7 +22,8 @@
 namespace cyan::test {
 
 /// Listens on 127.0.0.1 (a free port, port()) and forwards each connection it accepts to
-/// 127.0.0.1:`target_port`, applying one fault per direction to every connection. The sockets
+/// 127.0.0.1:`target_port`, applying one fault per direction to each connection: the same pair
+/// to every connection, or several pairs taken in turn (options::then). The sockets
 /// belong to the proxy's thread; port(), stats() and wait_until() may be called from any
 /// thread, stop() and the destructor from the thread that made it.
 class chaos_proxy {
@@ -48,11 +49,20 @@ class chaos_proxy {
     std::size_t after_bytes = 0;  ///< 0: the action comes as soon as the server connection is up
   };
 
-  /// The target and the two directions' faults.
+  /// One connection's faults, one per direction.
+  struct connection_faults {
+    fault to_server{};  ///< what the client sends
+    fault to_client{};  ///< what the server sends
+  };
+
+  /// The target and the faults.
   struct options {
     unsigned target_port = 0;  ///< on 127.0.0.1
     fault to_server{};         ///< what the client sends
     fault to_client{};         ///< what the server sends
+    /// More pairs, taken in turn with the first: connection i (in accept order, from 0) gets
+    /// pair i mod (1 + then.size()), pair 0 being to_server and to_client.
+    std::vector<connection_faults> then{};
   };
 
   /// What the proxy has done so far (each figure only grows).
@@ -105,7 +115,8 @@ class chaos_proxy {
   [[nodiscard]] int poll_timeout() const;
   void publish();
 
-  const options settings_;
+  const unsigned target_port_;
+  const std::vector<connection_faults> in_turn_;  // options' pairs; connection i gets i mod size
   int listener_ = -1;
   int wake_read_ = -1;  // a pipe: stop() writes a byte so that poll() returns
   int wake_write_ = -1;

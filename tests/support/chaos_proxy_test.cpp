@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -378,6 +379,40 @@ TEST(chaos_proxy, a_server_end_behind_a_stall_is_counted) {
   EXPECT_EQ(proxy.stats().half_closes, 1u);
   EXPECT_EQ(c.receive_all(200ms), "");
   EXPECT_EQ(c.how(), end::open);
+}
+
+// Three pairs in turn: connection i gets pair i mod 3 (pass-through; the answer reset after 3
+// bytes; the answer half-closed after 2). Each client connects once the one before was accepted,
+// so the accept order is the connect order.
+TEST(chaos_proxy, fault_pairs_are_taken_in_turn_in_accept_order) {
+  peer echo(true);
+  chaos_proxy proxy(
+      { .target_port = echo.port(),
+        .then = { { .to_client = { .after = action::reset, .after_bytes = 3 } },
+                  { .to_client = { .after = action::half_close, .after_bytes = 2 } } } });
+  constexpr std::uint64_t kClients = 7;
+  std::vector<std::unique_ptr<client>> clients;
+  for (std::uint64_t i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<client>(proxy.port()));
+    ASSERT_TRUE(proxy.wait_until([&](const auto& s) { return s.accepted == i + 1; }, 5s)) << i;
+  }
+  const std::string expected[] = { "hello", "hel", "he" };
+  const end ends[] = { end::open, end::reset, end::end_of_stream };
+  for (std::uint64_t i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(clients[i]->send("hello"));
+    EXPECT_EQ(clients[i]->receive(5, 5s), expected[i % 3]) << i;
+    EXPECT_EQ(clients[i]->how(), ends[i % 3]) << i;
+  }
+  // The figures come at the end of the proxy's round, maybe after the client saw the bytes.
+  constexpr std::uint64_t kToClients = 3 * 5 + 2 * 3 + 2 * 2;  // connections 0, 3, 6; 1, 4; 2, 5
+  ASSERT_TRUE(proxy.wait_until([](const auto& s) { return s.bytes_to_client == kToClients; }, 5s))
+      << proxy.stats().bytes_to_client;
+  const chaos_proxy::statistics s = proxy.stats();
+  EXPECT_EQ(s.accepted, kClients);
+  EXPECT_EQ(s.resets, 2u);
+  EXPECT_EQ(s.half_closes, 2u);
+  EXPECT_EQ(s.stalls, 0u);
+  EXPECT_EQ(s.bytes_to_server, 5 * kClients);
 }
 
 // A stall holds its connection only while a peer is still there: the server's end comes
