@@ -12,5 +12,6 @@ minutes="${1:-10}"
 preset="${2:-release}"
 scripts/install-deps.sh
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)" --target http_server echo_server load_tester chaos_proxy
+cmake --build --preset "$preset" -j "$(nproc)" \
+  --target http_server echo_server load_tester chaos_proxy
 python3 scripts/soak.py "build/$preset" soak-results "$minutes"
