@@ -405,7 +405,7 @@ def soak(build, out, minutes, started):
     load, stop, _, threads = start_load(3)
     time.sleep(3)
     stop_load(load, stop, threads)
-    time.sleep(5)  # the chaos clients' connections end by the servers' timeouts
+    time.sleep(5)  # the chaos clients' and the stalls' connections end by the servers' timeouts
     before = {name: settled_descriptors(p.pid) for name, (p, _) in servers.items()}
     kinds_before = {name: descriptor_kinds(p.pid) for name, (p, _) in servers.items()}
 
