@@ -65,8 +65,9 @@ struct relay {
   enum class state {
     relaying,  // reading `from`, writing `to`
     dropping,  // half-closed: what `from` still sends is read and dropped until its end
-    stalled,   // nothing read or written any more
-    done,      // `from` ended, all of it went to `to`, whose sending side is shut
+    stalled,   // nothing read or written any more; `from` watched for its end
+    done,      // over: `from` ended, and all of it went to `to` (whose sending side is shut)
+               // or, stalled, none of the rest will
   };
 
   relay(const chaos_proxy::fault& f, bool towards_server) : rule(f), to_server(towards_server) {}
@@ -102,6 +103,13 @@ struct relay {
   bool source_ended = false;     // `from` said end of stream
 };
 
+// The options' pairs in the order connections take them.
+std::vector<chaos_proxy::connection_faults> faults_in_turn(const chaos_proxy::options& settings) {
+  std::vector<chaos_proxy::connection_faults> pairs{ { settings.to_server, settings.to_client } };
+  pairs.insert(pairs.end(), settings.then.begin(), settings.then.end());
+  return pairs;
+}
+
 }  // namespace
 
 // One client and its server connection, on the proxy's thread. A round of it:
@@ -111,14 +119,15 @@ struct relay {
 //               `delay` after the last one);
 //   4. act      a direction whose forwarded bytes reached the count applies its action;
 //   5. end      a direction whose source ended, all of it written, shuts its destination's
-//               sending side; with both directions ended the connection closes.
+//               sending side (a stalled one ends with its source, shutting nothing); with
+//               both directions ended the connection closes.
 // An error on either socket (a peer's reset, a write to a closed peer) resets both sides.
 struct chaos_proxy::connection {
-  connection(int client_fd, int server_fd, const options& settings)
+  connection(int client_fd, int server_fd, const connection_faults& faults)
       : client(client_fd),
         server(server_fd),
-        to_server(settings.to_server, true),
-        to_client(settings.to_client, false) {
+        to_server(faults.to_server, true),
+        to_client(faults.to_client, false) {
     to_server.from = client;
     to_server.to = server;
     to_client.from = server;
@@ -142,10 +151,11 @@ struct chaos_proxy::connection {
       server_events = POLLOUT;
     } else {
       client_events = static_cast<short>((to_server.wants_read() ? POLLIN : 0) |
-                                         (to_client.wants_write(now) ? POLLOUT : 0));
+                                         (to_client.wants_write(now) ? POLLOUT : 0) |
+                                         (watches_end(to_server) ? POLLRDHUP : 0));
       server_events = static_cast<short>((to_client.wants_read() ? POLLIN : 0) |
                                          (to_server.wants_write(now) ? POLLOUT : 0) |
-                                         (watches_server_end() ? POLLRDHUP : 0));
+                                         (watches_end(to_client) ? POLLRDHUP : 0));
     }
     polled.push_back({ client_events != 0 ? client : -1, client_events, 0 });
     polled.push_back({ server_events != 0 ? server : -1, server_events, 0 });
@@ -163,14 +173,13 @@ struct chaos_proxy::connection {
     return soonest;
   }
 
-  // One round (see above), with the server socket's poll result.
-  void step(short server_revents, statistics& counted) {
+  // One round (see above), with the two sockets' poll results.
+  void step(short client_revents, short server_revents, statistics& counted) {
     if (!connected && !finish_connect(server_revents, counted)) {
       return;
     }
-    if (watches_server_end() && (server_revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
-      note_server_end(counted);
-    }
+    end_if_source_ended(to_server, client_revents, counted);
+    end_if_source_ended(to_client, server_revents, counted);
     for (relay* r : { &to_server, &to_client }) {
       if (!take(*r, counted) || !give(*r, counted)) {
         return;  // reset
@@ -198,9 +207,17 @@ struct chaos_proxy::connection {
   relay to_client;
 
  private:
-  // Behind a stall nothing reads the server, so its end is watched for (POLLRDHUP: its FIN).
-  [[nodiscard]] bool watches_server_end() const {
-    return to_client.phase == relay::state::stalled && !server_ended;
+  // Behind a stall nothing reads the source, so its end is watched for (POLLRDHUP: its FIN).
+  [[nodiscard]] static bool watches_end(const relay& r) { return r.phase == relay::state::stalled; }
+
+  // A stalled direction is over once its source ended (FIN, or POLLHUP / POLLERR: a reset).
+  void end_if_source_ended(relay& r, short source_revents, statistics& counted) {
+    if (watches_end(r) && (source_revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      if (!r.to_server) {
+        note_server_end(counted);
+      }
+      r.phase = relay::state::done;
+    }
   }
 
   bool finish_connect(short server_revents, statistics& counted) {
@@ -327,7 +344,8 @@ struct chaos_proxy::connection {
   }
 };
 
-chaos_proxy::chaos_proxy(options settings) : settings_(settings) {
+chaos_proxy::chaos_proxy(options settings)
+    : target_port_(settings.target_port), in_turn_(faults_in_turn(settings)) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     throw_errno("chaos_proxy: pipe2");
@@ -415,8 +433,8 @@ bool chaos_proxy::wait(std::vector<::pollfd>& polled) const {
 
 void chaos_proxy::relay_all(const std::vector<::pollfd>& polled) {
   for (std::size_t i = 0; i < connections_.size(); ++i) {
-    const short server_revents = polled[2 + 2 * i + 1].revents;  // after the pipe, the listener
-    connections_[i]->step(server_revents, counted_);
+    const std::size_t client_index = 2 + 2 * i;  // after the pipe and the listener
+    connections_[i]->step(polled[client_index].revents, polled[client_index + 1].revents, counted_);
   }
   std::erase_if(connections_, [](const auto& c) { return c->finished; });
 }
@@ -430,6 +448,7 @@ void chaos_proxy::accept_clients() {
       accept_failed_ = !would_block(errno) && errno != ECONNABORTED;
       return;
     }
+    const connection_faults& faults = in_turn_[counted_.accepted % in_turn_.size()];
     ++counted_.accepted;
     set_nodelay(client);
     const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -439,7 +458,7 @@ void chaos_proxy::accept_clients() {
       continue;
     }
     set_nodelay(server);
-    const ::sockaddr_in target = loopback(settings_.target_port);
+    const ::sockaddr_in target = loopback(target_port_);
     if (::connect(server, reinterpret_cast<const ::sockaddr*>(&target), sizeof target) != 0 &&
         errno != EINPROGRESS) {
       close_with_reset(client);
@@ -448,7 +467,7 @@ void chaos_proxy::accept_clients() {
       continue;
     }
     // Connected or not, the next round's poll says (POLLOUT), and SO_ERROR tells how it went.
-    connections_.push_back(std::make_unique<connection>(client, server, settings_));
+    connections_.push_back(std::make_unique<connection>(client, server, faults));
   }
 }
 

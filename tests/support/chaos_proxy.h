@@ -22,7 +22,8 @@
 namespace cyan::test {
 
 /// Listens on 127.0.0.1 (a free port, port()) and forwards each connection it accepts to
-/// 127.0.0.1:`target_port`, applying one fault per direction to every connection. The sockets
+/// 127.0.0.1:`target_port`, applying one fault per direction to each connection: the same pair
+/// to every connection, or several pairs taken in turn (options::then). The sockets
 /// belong to the proxy's thread; port(), stats() and wait_until() may be called from any
 /// thread, stop() and the destructor from the thread that made it.
 class chaos_proxy {
@@ -36,8 +37,10 @@ class chaos_proxy {
       half_close,  ///< shutdown(SHUT_WR) towards the destination (it reads end of stream);
                    ///< what the source still sends is read and dropped; the other direction
                    ///< goes on
-      stall,       ///< forward nothing more this way, read nothing more from the source; both
-                   ///< sockets stay open until stop()
+      stall,       ///< forward nothing more this way (not even the source's end), read
+                   ///< nothing more from the source; the direction is over only when the
+                   ///< source ends (seen without reading), so the connection stays open until
+                   ///< both peers have ended their sides, or until stop()
     };
 
     bool split = false;                    ///< forward one byte per write
@@ -46,11 +49,20 @@ class chaos_proxy {
     std::size_t after_bytes = 0;  ///< 0: the action comes as soon as the server connection is up
   };
 
-  /// The target and the two directions' faults.
+  /// One connection's faults, one per direction.
+  struct connection_faults {
+    fault to_server{};  ///< what the client sends
+    fault to_client{};  ///< what the server sends
+  };
+
+  /// The target and the faults.
   struct options {
     unsigned target_port = 0;  ///< on 127.0.0.1
     fault to_server{};         ///< what the client sends
     fault to_client{};         ///< what the server sends
+    /// More pairs, taken in turn with the first: connection i (in accept order, from 0) gets
+    /// pair i mod (1 + then.size()), pair 0 being to_server and to_client.
+    std::vector<connection_faults> then{};
   };
 
   /// What the proxy has done so far (each figure only grows).
@@ -103,7 +115,8 @@ class chaos_proxy {
   [[nodiscard]] int poll_timeout() const;
   void publish();
 
-  const options settings_;
+  const unsigned target_port_;
+  const std::vector<connection_faults> in_turn_;  // options' pairs; connection i gets i mod size
   int listener_ = -1;
   int wake_read_ = -1;  // a pipe: stop() writes a byte so that poll() returns
   int wake_write_ = -1;

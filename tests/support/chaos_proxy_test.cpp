@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,11 +40,13 @@ struct peer_record {
 };
 
 // A blocking TCP server on 127.0.0.1: a thread per connection records what it reads and how the
-// stream ended, echoing each read back when `echo`. Every wait is bounded (100 ms polls, 30 s
-// per connection); the destructor stops and joins every thread.
+// stream ended, echoing each read back when `echo`, and closing the connection itself once it
+// has received `close_after` bytes. Every wait is bounded (100 ms polls, 30 s per connection);
+// the destructor stops and joins every thread.
 class peer {
  public:
-  explicit peer(bool echo) : echo_(echo) {
+  explicit peer(bool echo, std::size_t close_after = SIZE_MAX)
+      : echo_(echo), close_after_(close_after) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ::sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -133,6 +136,10 @@ class peer {
         finish(index, errno == ECONNRESET ? end::reset : end::other_error);
         return;
       }
+      const std::lock_guard lock(mutex_);
+      if (records_[index].received.size() >= close_after_) {
+        return;  // the caller closes it; the record stays open: the peer saw no end
+      }
     }
   }
 
@@ -145,6 +152,7 @@ class peer {
   }
 
   const bool echo_;
+  const std::size_t close_after_;
   int listener_ = -1;
   unsigned port_ = 0;
   std::atomic<bool> stopping_{ false };
@@ -371,6 +379,85 @@ TEST(chaos_proxy, a_server_end_behind_a_stall_is_counted) {
   EXPECT_EQ(proxy.stats().half_closes, 1u);
   EXPECT_EQ(c.receive_all(200ms), "");
   EXPECT_EQ(c.how(), end::open);
+}
+
+// Three pairs in turn: connection i gets pair i mod 3 (pass-through; the answer reset after 3
+// bytes; the answer half-closed after 2). Each client connects once the one before was accepted,
+// so the accept order is the connect order.
+TEST(chaos_proxy, fault_pairs_are_taken_in_turn_in_accept_order) {
+  peer echo(true);
+  chaos_proxy proxy(
+      { .target_port = echo.port(),
+        .then = { { .to_client = { .after = action::reset, .after_bytes = 3 } },
+                  { .to_client = { .after = action::half_close, .after_bytes = 2 } } } });
+  constexpr std::uint64_t kClients = 7;
+  std::vector<std::unique_ptr<client>> clients;
+  for (std::uint64_t i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<client>(proxy.port()));
+    ASSERT_TRUE(proxy.wait_until([&](const auto& s) { return s.accepted == i + 1; }, 5s)) << i;
+  }
+  const std::string expected[] = { "hello", "hel", "he" };
+  const end ends[] = { end::open, end::reset, end::end_of_stream };
+  for (std::uint64_t i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(clients[i]->send("hello"));
+    EXPECT_EQ(clients[i]->receive(5, 5s), expected[i % 3]) << i;
+    EXPECT_EQ(clients[i]->how(), ends[i % 3]) << i;
+  }
+  // The figures come at the end of the proxy's round, maybe after the client saw the bytes.
+  constexpr std::uint64_t kToClients = 3 * 5 + 2 * 3 + 2 * 2;  // connections 0, 3, 6; 1, 4; 2, 5
+  ASSERT_TRUE(proxy.wait_until([](const auto& s) { return s.bytes_to_client == kToClients; }, 5s))
+      << proxy.stats().bytes_to_client;
+  const chaos_proxy::statistics s = proxy.stats();
+  EXPECT_EQ(s.accepted, kClients);
+  EXPECT_EQ(s.resets, 2u);
+  EXPECT_EQ(s.half_closes, 2u);
+  EXPECT_EQ(s.stalls, 0u);
+  EXPECT_EQ(s.bytes_to_server, 5 * kClients);
+}
+
+// A stall holds its connection only while a peer is still there: the server's end comes
+// through the other direction; the client's is seen behind the stall without reading it, and
+// then the proxy closes both sockets.
+TEST(chaos_proxy, a_stall_towards_the_server_is_over_when_the_client_ends) {
+  peer echo(true, 5);
+  chaos_proxy proxy(
+      { .target_port = echo.port(), .to_server = { .after = action::stall, .after_bytes = 5 } });
+  client c(proxy.port());
+  ASSERT_TRUE(c.send("hello world"));
+  EXPECT_EQ(c.receive_all(5s), "hello");  // the echo, then the peer's end passed on
+  EXPECT_EQ(c.how(), end::end_of_stream);
+  ASSERT_TRUE(proxy.wait_until([](const auto& s) { return s.server_ends == 1; }, 5s));
+  // The round that saw the server's end kept the connection: the client had not ended.
+  EXPECT_EQ(proxy.stats().closed, 0u);
+  c.shutdown_send();
+  ASSERT_TRUE(proxy.wait_until([](const auto& s) { return s.closed == 1; }, 5s));
+  const chaos_proxy::statistics s = proxy.stats();
+  EXPECT_EQ(s.stalls, 1u);
+  EXPECT_EQ(s.bytes_to_server, 5u);
+  EXPECT_EQ(s.bytes_to_client, 5u);
+  EXPECT_EQ(s.resets + s.half_closes, 0u);
+}
+
+// The other way round: the client's end comes through to the server, the server's end is seen
+// behind the stall, and the client then reads the end of its stream.
+TEST(chaos_proxy, a_stall_towards_the_client_is_over_when_the_server_ends) {
+  peer sink(false);
+  chaos_proxy proxy(
+      { .target_port = sink.port(), .to_client = { .after = action::stall, .after_bytes = 0 } });
+  client c(proxy.port());
+  ASSERT_TRUE(c.send("abc"));
+  c.shutdown_send();
+  const peer_record r = sink.wait_ended(0, 5s);
+  EXPECT_EQ(r.received, "abc");
+  EXPECT_EQ(r.how, end::end_of_stream);
+  ASSERT_TRUE(proxy.wait_until([](const auto& s) { return s.closed == 1; }, 5s));
+  const chaos_proxy::statistics s = proxy.stats();
+  EXPECT_EQ(s.stalls, 1u);
+  EXPECT_EQ(s.server_ends, 1u);
+  EXPECT_EQ(s.bytes_to_server, 3u);
+  EXPECT_EQ(s.bytes_to_client, 0u);
+  EXPECT_EQ(c.receive_all(5s), "");
+  EXPECT_EQ(c.how(), end::end_of_stream);
 }
 
 TEST(chaos_proxy, a_refused_server_connection_resets_the_client) {
