@@ -30,12 +30,16 @@
 //   CYAN_BENCH_FANIN        items per fan-in run (default 4000000)
 //   CYAN_BENCH_LOCKS        lock + unlock per task (default 1000000)
 //   CYAN_BENCH_REPS         repetitions per arm (default 11)
+//   CYAN_SYNC_ROWS          the rows to run, comma-separated, of ping-pong, streaming, fan-in,
+//                           uncontended, contended (default: all)
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <latch>
@@ -596,6 +600,23 @@ bool run_contended(std::uint64_t locks) {
 
 }  // namespace
 
+// Whether CYAN_SYNC_ROWS names `row` (or is unset): to probe one row without the others.
+bool wanted(const char* row) {
+  const char* rows = std::getenv("CYAN_SYNC_ROWS");
+  if (rows == nullptr || *rows == '\0') {
+    return true;
+  }
+  const std::size_t length = std::strlen(row);
+  for (const char* at = rows; (at = std::strstr(at, row)) != nullptr; at += length) {
+    const bool starts = at == rows || at[-1] == ',';
+    const bool ends = at[length] == '\0' || at[length] == ',';
+    if (starts && ends) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int main() {
   const std::uint64_t trips = cyan::bench::env_or("CYAN_BENCH_PINGPONG", 1'000'000);
   const std::uint64_t stream = cyan::bench::env_or("CYAN_BENCH_STREAM", 10'000'000);
@@ -608,11 +629,11 @@ int main() {
       static_cast<unsigned long long>(fan_in), static_cast<unsigned long long>(locks),
       cyan::bench::repetitions());
   std::fflush(stdout);
-  const bool ping_pong_ok = run_ping_pong(trips);
-  const bool streaming_ok = run_streaming(stream);
-  const bool fan_in_ok = run_fan_in(fan_in);
-  const bool uncontended_ok = run_uncontended(locks);
-  const bool contended_ok = run_contended(locks);
+  const bool ping_pong_ok = !wanted("ping-pong") || run_ping_pong(trips);
+  const bool streaming_ok = !wanted("streaming") || run_streaming(stream);
+  const bool fan_in_ok = !wanted("fan-in") || run_fan_in(fan_in);
+  const bool uncontended_ok = !wanted("uncontended") || run_uncontended(locks);
+  const bool contended_ok = !wanted("contended") || run_contended(locks);
   return cyan::bench::exit_status(ping_pong_ok && streaming_ok && fan_in_ok && uncontended_ok &&
                                   contended_ok);
 }
