@@ -91,7 +91,9 @@ void handler_thread::resume_later(void* self, unique_function<void()>&& job) noe
   }
 }
 
-const detail::executor_vtable handler_thread::vtable{ &handler_thread::resume_later };
+// A handler thread has no next-task slot: its resumptions all go through its inbox.
+const detail::executor_vtable handler_thread::vtable{ &handler_thread::resume_later,
+                                                      &handler_thread::resume_later };
 
 namespace detail {
 

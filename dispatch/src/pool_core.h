@@ -57,6 +57,9 @@ class pool_core : noncopyable {
  private:
   // Most tasks one claim takes from the shared queue (see "Batches" in pool_worker_round.cpp).
   static constexpr std::size_t kMaxClaim = 16;
+  // worker_state::next_mark's two values that mark no task (see "The next task").
+  static constexpr std::uint64_t kNoNext = 0;
+  static constexpr std::uint64_t kTakingNext = 1;
 
   // One per worker: its hook into the shared queue and its idle flag.
   struct alignas(cache_line_size) worker_state final : idle_hook {
@@ -73,6 +76,21 @@ class pool_core : noncopyable {
     std::size_t end = 0;    // guarded by local_mutex
     // end - begin, written under local_mutex; read without it by whoever looks for work.
     std::atomic<std::size_t> local_count{ 0 };
+    // The worker's next task (see "The next task" in pool_worker_round.cpp) and its mark, on
+    // lines of their own: the worker writes them for every hand-over, and idle workers read
+    // the mark while they look for work.
+    alignas(cache_line_size) task next;
+    // Who owns `next`: kNoNext (empty, the worker may fill it), an even number (a task, the
+    // number of the put that placed it, so that a new task is told from one that waits), or
+    // kTakingNext (an idle worker is moving it out).
+    std::atomic<std::uint64_t> next_mark{ 0 };
+    std::uint64_t puts = 0;  // the worker's own: puts into `next` so far, times 2
+    // The worker's own, as a thief: the other worker whose next task it watches, that task's
+    // mark (0: none), since when, and whether it waited past the grace (it may be taken).
+    alignas(cache_line_size) std::size_t watched = 0;
+    std::uint64_t watched_mark = 0;
+    std::chrono::steady_clock::time_point watched_since{};
+    bool watched_stuck = false;
 
     pool_core* core = nullptr;
     // Set by the worker when it found no work and may sleep; cleared by whoever claims it:
@@ -106,14 +124,27 @@ class pool_core : noncopyable {
   [[nodiscard]] bool claim(worker_state& self, task& out) noexcept;
   [[nodiscard]] bool steal(worker_state& self, task& out) noexcept;
   [[nodiscard]] bool any_local() const noexcept;
+  void put_next(worker_state& self, task&& job) noexcept;
+  [[nodiscard]] static bool take_own_next(worker_state& self, task& out) noexcept;
+  static void wait_while_taken(const worker_state& self) noexcept;
+  void requeue_next(worker_state& self) noexcept;
+  [[nodiscard]] bool steal_stuck_next(worker_state& self, task& out) noexcept;
+  [[nodiscard]] bool next_waits_too_long(worker_state& self,
+                                         std::chrono::steady_clock::time_point now) noexcept;
+  [[nodiscard]] bool next_task_stuck(worker_state& self) noexcept;
+  [[nodiscard]] bool any_next() const noexcept;
   void run_one(task& t) noexcept;
-  [[nodiscard]] bool spin_for_work() noexcept;
-  [[nodiscard]] bool poll_queue() const noexcept;
+  [[nodiscard]] bool spin_for_work(worker_state& self) noexcept;
+  [[nodiscard]] bool poll_queue(worker_state& self) noexcept;
   void mark_idle(worker_state& self) noexcept;
   void reclaim(worker_state& self) noexcept;
   void wake_unless_spinning() noexcept;
   void post_handed_over(task&& work);
   static void resume_later(void* self, task&& job) noexcept;
+  static void resume_next(void* self, task&& job) noexcept;
+  // The worker running run_available() on this thread, if any: resume_next() puts into its
+  // slot (see "The next task" in pool_worker_round.cpp).
+  static thread_local worker_state* running_worker_;
   void try_finish() noexcept;
   // work_'s on_drop: a count the drain waits for dropped to zero after the stop.
   static void on_work_drop(void* self) noexcept;

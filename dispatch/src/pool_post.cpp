@@ -70,7 +70,7 @@ void pool_core::post_handed_over(task&& work) {
   }
 }
 
-const executor_vtable pool_core::vtable{ &pool_core::resume_later };
+const executor_vtable pool_core::vtable{ &pool_core::resume_later, &pool_core::resume_next };
 
 // A coroutine's resumption (see detail/coro_env.h): a hand-over. Refused once the queue is
 // closed: `job` is then destroyed unrun, which drops the coroutine's branch.

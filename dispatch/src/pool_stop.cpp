@@ -45,7 +45,8 @@ void pool_core::try_finish() noexcept {
     return;
   }
   // The queue last (see "Stop" in detail/outstanding_work.h).
-  if (!work_.drained() || !queue_.close_if_empty()) {
+  // A worker's next task counts as queued (see "The next task" in pool_worker_round.cpp).
+  if (!work_.drained() || any_next() || !queue_.close_if_empty()) {
     return;
   }
   if (finished_.exchange(true, std::memory_order_seq_cst)) {

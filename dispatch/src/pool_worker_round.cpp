@@ -12,13 +12,14 @@
 // round (see "The round" in handler_thread_runtime.cpp) calls run_elsewhere() when its own inbox
 // is empty:
 //   1. reclaim:    clear its own idle flag, if a producer has not already;
-//   2. run:        take tasks: the rest of its own claim, else a claim from the shared queue (one
-//                  task, or a batch from a backlog: see "Batches"), else one stolen from another
-//                  worker's claim; at most kBatch before it looks at its inbox and loop again,
-//                  plus what is left of its claim; a take that leaves tasks behind while no
-//                  worker spins wakes an idle worker for them;
-//   3. spin:       when the queue is empty, poll it for up to kSpin, if fewer than
-//                  max_spinners_ workers already do;
+//   2. run:        take tasks: its next task (see "The next task"), else the rest of its own
+//                  claim, else a claim from the shared queue (one task, or a batch from a
+//                  backlog: see "Batches"), else one stolen from another worker's claim, else
+//                  another's next task that waited too long; at most kBatch before it looks at
+//                  its inbox and loop again, plus what is left of its claim; a take that leaves
+//                  tasks behind while no worker spins wakes an idle worker for them;
+//   3. spin:       when the queue is empty, poll it (and the others' next tasks) for up to
+//                  kSpin, if fewer than max_spinners_ workers already do;
 //   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
 //                  handler_thread, which sleeps unless has_work() says otherwise.
 //
@@ -43,6 +44,30 @@
 // another is idle; a claim that leaves tasks in the array wakes an idle worker as a take that
 // leaves tasks in the queue does.
 //
+// The next task. A wake-up that a task causes on its own pool (a lock handed over, an item
+// handed to a waiting receiver: sync_wait::wake() through resume_next) goes to the waking
+// worker's next-task slot, not to the shared queue: the waker most often waits in turn right
+// after it (for the lock back, for the next item), and then its worker runs the woken task at
+// once, on the core that holds the lock's and the item's cache lines. Through the shared queue
+// an idle worker would take it instead, and every hand-over would move the lines between the
+// cores (several hundred ns each here when the host is in its slow phase), as Go's runnext and
+// Tokio's LIFO slot avoid. One task per slot: a second put moves the first to the shared queue.
+// The worker takes its slot before anything else, but
+//   - no task waits behind a busy worker while another is idle: the put wakes an idle worker
+//     as a post does, and an idle worker that sees the same task in another's slot for
+//     kNextGrace takes it (the owner is busy with a long task, or preempted); a slot whose task
+//     keeps changing is a worker that keeps running them, and left alone;
+//   - nor behind a chain of next tasks: a round that starts with a task in the slot and work in
+//     the shared queue sends the slot's task to the back of the queue first, so older tasks go
+//     before it;
+//   - nor is it lost to a stop: after the seal puts go to the queue, a worker that leaves its
+//     round holds none once the queue is sealed, and try_finish() does not close while a slot
+//     holds a task.
+// The sleep check (has_work) watches another worker's slot for up to kNextGrace: if the same
+// task stays it is taken; if it changes, the owner ran it, and the put of any later one reads
+// sleepers_ after this worker's mark (the put's seq_cst store of next_mark comes after the
+// check's read of the older mark), so it wakes this worker as a post would.
+//
 // Sleep. A worker marks itself idle (its flag, then sleepers_, seq_cst) and then asks
 // has_work(): its flag, the queue and every worker's local_count, seq_cst. A producer first
 // makes its work visible (a push's seq_cst claim, a seq_cst store of local_count), then reads
@@ -61,8 +86,13 @@ constexpr std::size_t kBatch = 64;
 // How long an idle worker keeps looking at the queue before it may sleep: long enough to
 // bridge the gaps of a producer posting a stream, short enough to give the CPU back soon.
 constexpr std::chrono::microseconds kSpin{ 50 };
+// How long another worker's next task may wait in its slot, unchanged, before an idle worker
+// takes it (see "The next task"): many hand-overs long, shorter than a wake-up.
+constexpr std::chrono::microseconds kNextGrace{ 4 };
 
 }  // namespace
+
+constinit thread_local pool_core::worker_state* pool_core::running_worker_ = nullptr;
 
 std::size_t pool_core::worker_state::run_elsewhere(handler_thread&) noexcept {
   return core->run_batch(*this);
@@ -74,14 +104,15 @@ executor_ref pool_core::worker_state::home() noexcept {
 
 bool pool_core::worker_state::has_work(handler_thread&) noexcept {
   // seq_cst: see "Sleep". A flag cleared by a producer means "look again".
-  return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty() || core->any_local();
+  return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty() || core->any_local() ||
+         next_mark.load(std::memory_order_seq_cst) != kNoNext || core->next_task_stuck(*this);
 }
 
 // Steps 1-4 of a worker's round (see "A worker's round").
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
   reclaim(self);
   std::size_t ran = run_available(self);
-  while (ran == 0 && spin_for_work()) {
+  while (ran == 0 && spin_for_work(self)) {
     ran = run_available(self);  // another worker may have taken what the spin saw
   }
   if (ran == 0) {
@@ -94,8 +125,14 @@ std::size_t pool_core::run_batch(worker_state& self) noexcept {
 }
 
 // Step 2 of a worker's round. Its own claimed tasks go first and are all run before it returns
-// (see "Batches"), even past kBatch.
+// (see "Batches"), even past kBatch. Its next task (see "The next task") may stay in the slot
+// when it returns, unless the queue is sealed.
 std::size_t pool_core::run_available(worker_state& self) noexcept {
+  // relaxed: a hint; an older task missed here goes first in a later round.
+  if (self.next_mark.load(std::memory_order_relaxed) != kNoNext && !queue_.empty()) {
+    requeue_next(self);  // older tasks first (see "The next task")
+  }
+  running_worker_ = &self;
   task next;
   std::size_t ran = 0;
   while (ran < kBatch && take_next(self, next)) {
@@ -106,13 +143,171 @@ std::size_t pool_core::run_available(worker_state& self) noexcept {
     run_one(next);
     ++ran;
   }
+  running_worker_ = nullptr;
+  if (queue_.sealed()) {
+    while (take_own_next(self, next)) {  // puts go to the queue now: this ends
+      run_one(next);
+      ++ran;
+    }
+  }
   return ran;
 }
 
-// The next task for `self`: the rest of its own claim, a claim from the shared queue, or one
-// stolen from another worker's claim.
+// The next task for `self`: its next-task slot, the rest of its own claim, a claim from the
+// shared queue, one stolen from another worker's claim, or another's next task that waited
+// there too long.
 bool pool_core::take_next(worker_state& self, task& out) noexcept {
-  return take_local(self, out, false) || claim(self, out) || steal(self, out);
+  return take_own_next(self, out) || take_local(self, out, false) || claim(self, out) ||
+         steal(self, out) || steal_stuck_next(self, out);
+}
+
+// A resumption's wake-up caused on this pool (see "The next task"): into the slot of the
+// worker running a task on this thread, else like any hand-over.
+void pool_core::resume_next(void* self, task&& job) noexcept {
+  auto* core = static_cast<pool_core*>(self);
+  worker_state* worker = running_worker_;
+  if (worker == nullptr || worker->core != core || core->queue_.sealed()) {
+    resume_later(self, std::move(job));
+    return;
+  }
+  core->put_next(*worker, std::move(job));
+}
+
+// The slot without a lock (see "The next task"): only the worker fills it, when it is
+// empty; whoever moves a task out first claims it in next_mark (the worker: to kNoNext; an idle
+// worker: to kTakingNext, then kNoNext once moved).
+void pool_core::put_next(worker_state& self, task&& job) noexcept {
+  task displaced;
+  std::uint64_t mark = self.next_mark.load(std::memory_order_acquire);
+  // acquire: the task is the worker's once claimed.
+  if (mark != kNoNext && (mark == kTakingNext || !self.next_mark.compare_exchange_strong(
+                                                     mark, kNoNext, std::memory_order_acquire))) {
+    wait_while_taken(self);  // an idle worker is moving the slot's task out
+  } else if (mark != kNoNext) {
+    displaced = std::move(self.next);
+  }
+  self.next = std::move(job);
+  self.puts += 2;
+  // seq_cst: published before the look at the sleepers in wake_unless_spinning() (see "Sleep");
+  // releases the task to whoever claims it.
+  self.next_mark.store(self.puts, std::memory_order_seq_cst);
+  if (displaced) {
+    resume_later(this, std::move(displaced));  // it wakes a worker if needed
+  }
+  wake_unless_spinning();  // an idle worker takes it if this one stays busy
+}
+
+bool pool_core::take_own_next(worker_state& self, task& out) noexcept {
+  // relaxed: the worker's own stores; an idle worker's claim is decided by the exchange.
+  std::uint64_t mark = self.next_mark.load(std::memory_order_relaxed);
+  if (mark == kNoNext || mark == kTakingNext ||
+      !self.next_mark.compare_exchange_strong(mark, kNoNext, std::memory_order_acquire)) {
+    return false;  // empty, or an idle worker took it
+  }
+  out = std::move(self.next);
+  return true;
+}
+
+// Until the idle worker that claimed the slot's task has moved it out: a task's move, unless
+// that worker was preempted meanwhile.
+void pool_core::wait_while_taken(const worker_state& self) noexcept {
+  // acquire: the idle worker's move is done before the slot is filled again.
+  for (unsigned look = 1; self.next_mark.load(std::memory_order_acquire) == kTakingNext; ++look) {
+    if (look % 64 == 0) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+  }
+}
+
+// The slot's task to the back of the shared queue, behind the tasks already there.
+void pool_core::requeue_next(worker_state& self) noexcept {
+  task next;
+  if (take_own_next(self, next)) {
+    resume_later(this, std::move(next));
+  }
+}
+
+// Takes the next task an idle look found stuck in another worker's slot (next_waits_too_long()
+// or next_task_stuck()), if that very task is still there.
+bool pool_core::steal_stuck_next(worker_state& self, task& out) noexcept {
+  if (!std::exchange(self.watched_stuck, false)) {
+    return false;
+  }
+  worker_state& owner = states_[self.watched];
+  std::uint64_t mark = std::exchange(self.watched_mark, kNoNext);
+  // acquire: the task, which the put released.
+  if (!owner.next_mark.compare_exchange_strong(mark, kTakingNext, std::memory_order_acquire)) {
+    return false;  // its worker ran it meanwhile
+  }
+  out = std::move(owner.next);
+  // release: the move is done before the worker fills the slot again (wait_while_taken()).
+  owner.next_mark.store(kNoNext, std::memory_order_release);
+  return true;
+}
+
+// A spinner's look at the other workers' slots, at time `now`: whether one has held the same
+// task for kNextGrace (then steal_stuck_next() may take it). Remembers the first task it sees.
+bool pool_core::next_waits_too_long(worker_state& self,
+                                    std::chrono::steady_clock::time_point now) noexcept {
+  const std::size_t count = worker_count_;
+  const auto first = static_cast<std::size_t>(&self - states_.get());
+  for (std::size_t k = 1; k < count; ++k) {
+    const std::size_t other = (first + k) % count;
+    // relaxed: a hint; steal_stuck_next() decides under the owner's mutex.
+    const std::uint64_t mark = states_[other].next_mark.load(std::memory_order_relaxed);
+    if (mark == kNoNext || mark == kTakingNext) {
+      continue;  // empty, or another idle worker takes it
+    }
+    if (other == self.watched && mark == self.watched_mark) {
+      self.watched_stuck = now - self.watched_since >= kNextGrace;
+      return self.watched_stuck;
+    }
+    self.watched = other;
+    self.watched_mark = mark;
+    self.watched_since = now;
+    return false;
+  }
+  self.watched_mark = kNoNext;
+  return false;
+}
+
+// The sleep check's look at the other workers' slots (see "The next task"): watches each
+// task found there for up to kNextGrace; true when one stays.
+bool pool_core::next_task_stuck(worker_state& self) noexcept {
+  const std::size_t count = worker_count_;
+  const auto first = static_cast<std::size_t>(&self - states_.get());
+  for (std::size_t k = 1; k < count; ++k) {
+    const std::size_t other = (first + k) % count;
+    const std::atomic<std::uint64_t>& slot = states_[other].next_mark;
+    // seq_cst: see "Sleep" and "The next task".
+    const std::uint64_t mark = slot.load(std::memory_order_seq_cst);
+    if (mark == kNoNext || mark == kTakingNext) {
+      continue;  // empty, or another idle worker takes it
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kNextGrace;
+    constexpr unsigned kLooksPerCheck = 8;
+    for (unsigned look = 1; slot.load(std::memory_order_relaxed) == mark; ++look) {
+      cpu_relax();
+      if (look % kLooksPerCheck == 0 && std::chrono::steady_clock::now() >= deadline) {
+        self.watched = other;
+        self.watched_mark = mark;
+        self.watched_stuck = true;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool pool_core::any_next() const noexcept {
+  for (std::size_t i = 0; i < worker_count_; ++i) {
+    if (states_[i].next_mark.load(std::memory_order_seq_cst) != kNoNext) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool pool_core::take_local(worker_state& state, task& out, bool from_back) noexcept {
@@ -194,7 +389,7 @@ void pool_core::run_one(task& t) noexcept {
 
 // Step 3 of a worker's round. Returns whether the queue showed work; the worker no longer
 // counts as a spinner then (see "Spinning").
-bool pool_core::spin_for_work() noexcept {
+bool pool_core::spin_for_work(worker_state& self) noexcept {
   // relaxed: a first look; the CAS decides.
   std::uint32_t spinning = spinners_.value.load(std::memory_order_relaxed);
   do {
@@ -203,12 +398,12 @@ bool pool_core::spin_for_work() noexcept {
     }
   } while (!spinners_.value.compare_exchange_weak(spinning, spinning + 1, std::memory_order_seq_cst,
                                                   std::memory_order_relaxed));
-  const bool found = poll_queue();
+  const bool found = poll_queue(self);
   spinners_.value.fetch_sub(1, std::memory_order_seq_cst);  // before the take: see "Spinning"
   return found;
 }
 
-bool pool_core::poll_queue() const noexcept {
+bool pool_core::poll_queue(worker_state& self) noexcept {
   // Between two looks the worker pauses, twice as long after each look up to kMaxPauses: a
   // look reads the queue's tail, which takes that cache line from a producer that is about to
   // push, so a worker waiting for a stream of posts looks less often the longer it waits (and
@@ -230,7 +425,11 @@ bool pool_core::poll_queue() const noexcept {
     if (look % kLooksPerCheck != 0) {
       continue;
     }
-    if (queue_.sealed() || std::chrono::steady_clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (next_waits_too_long(self, now)) {
+      return true;  // another worker's next task waited too long (see "The next task")
+    }
+    if (queue_.sealed() || now >= deadline) {
       return false;
     }
     std::this_thread::yield();

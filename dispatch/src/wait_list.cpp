@@ -27,12 +27,19 @@ void sync_wait::wake() noexcept {
   }
   // Inline only on the waiter's own handler thread: there nothing else could run the granting
   // task meanwhile. On a pool worker the granting task must be free to go on at once (another
-  // worker may be idle), so the waiter is posted like any resumption.
+  // worker may be idle), so the waiter becomes the worker's next task: it runs when the
+  // granting task returns (which it most often does soon, waiting for the lock or the item in
+  // turn), on the core that has the lock's and the item's lines, unless an idle worker takes it
+  // over first (see "The next task" in pool_worker_round.cpp).
   const thread_home& here = this_thread_home;
-  if (home_ && home_ == here.executor && here.executor == here.thread &&
-      nested_wakes < kMaxNestedWakes) {
-    const nested_wake counted;
-    resume_job(coroutine_, owner_)();
+  if (home_ && home_ == here.executor) {
+    if (here.executor == here.thread && nested_wakes < kMaxNestedWakes) {
+      const nested_wake counted;
+      resume_job(coroutine_, owner_)();
+      return;
+    }
+    home_.vtable->resume_next(home_.target,
+                              unique_function<void()>(resume_job(coroutine_, owner_)));
     return;
   }
   resume_later_on(home_, coroutine_, owner_);

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <future>
+#include <latch>
 #include <stdexcept>
 #include <stop_token>
 #include <system_error>
@@ -495,6 +497,126 @@ TEST(async_latch, opens_when_the_count_reaches_zero) {
   co_spawn(h, [&]() -> task<> { co_await latch.wait(); }).get();  // open: no wait
   async_latch open(0);
   EXPECT_TRUE(open.try_wait());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wake-ups on a pool: a waiter woken by a task of its own pool becomes that worker's next task
+// (see "The next task" in dispatch/src/pool_worker_round.cpp). It must not wait there while the
+// worker stays busy, nor let a chain of such wake-ups starve the pool's queue, nor be lost
+// when one task wakes several.
+
+// The holder hands the lock to a waiter and then blocks its worker until the waiter has run:
+// the pool's other worker must take the waiter over (each round fails after 5 s otherwise).
+// 100 rounds, so that in most the waiter is queued on the lock before the unlock.
+TEST(pool_wake_ups, a_waiter_woken_by_a_worker_that_stays_busy_runs_on_another_worker) {
+  thread_pool pool(2);
+  async_mutex m;
+  constexpr int kRounds = 100;
+  int took_over = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::latch waiting(1);
+    std::promise<std::thread::id> waiter_ran;
+    auto ran = waiter_ran.get_future();
+    cyan::dispatch::future<void> waiter;
+    auto holder = co_spawn(pool, [&]() -> task<bool> {
+      auto guard = co_await m.scoped_lock();
+      waiter = co_spawn(pool, [&]() -> task<> {
+        waiting.count_down();
+        auto second = co_await m.scoped_lock();
+        waiter_ran.set_value(std::this_thread::get_id());
+      });
+      waiting.wait();
+      guard.unlock();  // the waiter, most often queued by now, is granted the lock
+      const bool ran_meanwhile = ran.wait_for(5s) == std::future_status::ready;
+      co_return ran_meanwhile&& ran.get() != std::this_thread::get_id();
+    });
+    const bool taken_over = holder.get();
+    waiter.get();  // its worker is free again now
+    if (!taken_over) {
+      break;  // each later round would wait its 5 s too
+    }
+    ++took_over;
+  }
+  EXPECT_EQ(took_over, kRounds);
+  EXPECT_TRUE(m.try_lock());
+}
+
+// On a pool of one worker, two tasks hand a lock back and forth (each hand-over the worker's
+// next task); a task posted to the pool from inside the chain must run within one batch of
+// the worker's round (64 tasks), not after the chain ends.
+TEST(pool_wake_ups, a_chain_of_hand_overs_does_not_starve_the_pools_queue) {
+  thread_pool pool(1);
+  async_mutex m;
+  constexpr long kRounds = 100'000;
+  constexpr long kPostAt = 1'000;
+  long hand_overs = 0;  // under the lock
+  long posted_at = -1;
+  long ran_at = -1;
+  std::atomic<bool> posted_ran{ false };
+  async_event second_started;
+  // The first task (it runs first: one worker, posted first) takes the lock and waits holding
+  // it until the second has started; the second then queues on the lock: from there on each
+  // unlock hands the lock over.
+  auto body = [&](bool first) -> task<> {
+    for (long i = 0; i < kRounds && !posted_ran.load(); ++i) {
+      if (!first && i == 0) {
+        second_started.set();
+      }
+      auto guard = co_await m.scoped_lock();
+      if (++hand_overs == kPostAt) {
+        posted_at = hand_overs;
+        pool.post([&] {
+          ran_at = hand_overs;
+          posted_ran.store(true);
+        });
+      }
+      if (first && i == 0) {
+        co_await second_started.wait();
+      }
+    }
+  };
+  auto first = co_spawn(pool, [&]() -> task<> { co_await body(true); });
+  auto second = co_spawn(pool, [&]() -> task<> { co_await body(false); });
+  first.get();
+  second.get();
+  ASSERT_TRUE(posted_ran.load()) << "the posted task waited until the chain ended";
+  EXPECT_EQ(posted_at, kPostAt);
+  EXPECT_LE(ran_at - posted_at, 64) << "hand-overs between the post and its run";
+}
+
+// One task on a pool of one worker wakes 5 waiters of an event: the next-task slot holds one,
+// each later wake-up moves the one before it to the queue; every waiter runs exactly once.
+TEST(pool_wake_ups, one_task_waking_several_waiters_resumes_each_exactly_once) {
+  thread_pool pool(1);
+  async_event event;
+  constexpr int kWaiters = 5;
+  std::vector<std::atomic<int>> resumed(kWaiters);
+  std::atomic<int> waiting{ 0 };
+  std::vector<cyan::dispatch::future<void>> waiters;
+  for (int w = 0; w < kWaiters; ++w) {
+    waiters.push_back(co_spawn(pool, [&, w]() -> task<> {
+      waiting.fetch_add(1);
+      co_await event.wait();
+      resumed[w].fetch_add(1);
+    }));
+  }
+  // Each waiter counts itself before it suspends on the worker, and the worker runs the next
+  // task only after that suspension: once all counted, a task posted behind them finds them
+  // all waiting.
+  const auto started = std::chrono::steady_clock::now();
+  while (waiting.load() < kWaiters && std::chrono::steady_clock::now() - started < 5s) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(waiting.load(), kWaiters);
+  pool.post_awaitable([&] { event.set(); }).get();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  for (auto& w : waiters) {
+    ASSERT_EQ(w.wait_until(deadline), std::future_status::ready) << "a waiter was lost";
+    w.get();
+  }
+  for (int w = 0; w < kWaiters; ++w) {
+    EXPECT_EQ(resumed[w].load(), 1) << "waiter " << w;
+  }
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ struct executor_vtable {
   /// Queues `job` to run on the executor, as a hand-over: accepted while it drains, destroyed
   /// unrun when it refuses it (it finished, or memory ran out). [any thread]
   void (*resume_later)(void* target, unique_function<void()>&& job) noexcept;
+  /// As resume_later, but when the calling thread is one of the executor's pool workers, running
+  /// a task, `job` becomes that worker's next task: it runs as soon as the current task returns,
+  /// ahead of older queued work, unless an idle worker takes it over after a short grace (see
+  /// "The next task" in dispatch/src/pool_worker_round.cpp). For a wake-up the waking task
+  /// causes and will most likely make room for (a lock handed over, an item handed on): the
+  /// waiter runs on the core whose cache holds what it needs. [any thread]
+  void (*resume_next)(void* target, unique_function<void()>&& job) noexcept;
 };
 
 /// A handler thread or a thread_pool, compared by identity. Null: no executor.

@@ -23,10 +23,12 @@
 //              thread, the waiter runs at once, inside the granting call (unlock(), release(),
 //              set(), a send or a receive), until it next suspends: a hand-off there costs no
 //              post (the granting task could not run meanwhile anyway). Such nested runs are
-//              bounded (kMaxNestedWakes deep on a thread). On a pool, and from any other
-//              thread, the waiter is posted to its home's queue, so the granting task goes on
-//              at once and an idle worker can take the waiter. A coroutine that has no home (a
-//              foreign one, or one on a plain thread) runs at once on the granting thread. A
+//              bounded (kMaxNestedWakes deep on a thread). On a worker of the waiter's pool
+//              the waiter becomes the worker's next task (executor_vtable::resume_next): the
+//              granting task goes on at once, the worker runs the waiter when it returns, and
+//              an idle worker takes the waiter over if the granting task stays busy. From any
+//              other thread the waiter is posted to its home's queue. A coroutine that has no home
+//              (a foreign one, or one on a plain thread) runs at once on the granting thread. A
 //              stop request always goes through the home's queue.
 //   withdraw   the frame destroyed while waiting (or dropped after a grant) unlinks the waiter,
 //              or gives back what it was granted (give_back: the primitive passes it on).
