@@ -255,7 +255,7 @@ bool pool_core::next_waits_too_long(worker_state& self,
   const auto first = static_cast<std::size_t>(&self - states_.get());
   for (std::size_t k = 1; k < count; ++k) {
     const std::size_t other = (first + k) % count;
-    // relaxed: a hint; steal_stuck_next() decides under the owner's mutex.
+    // relaxed: a hint; steal_stuck_next()'s exchange decides.
     const std::uint64_t mark = states_[other].next_mark.load(std::memory_order_relaxed);
     if (mark == kNoNext || mark == kTakingNext) {
       continue;  // empty, or another idle worker takes it
