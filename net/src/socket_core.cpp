@@ -176,7 +176,7 @@ bool io_wait::suspend(std::coroutine_handle<> coroutine, dispatch::detail::branc
   if (const admission refused = admit(coroutine, owner); refused != admission::wait) {
     return refused == admission::dropped;  // dropped: stays suspended; stopped: goes on
   }
-  if (adaptive_read() && core_->has_held() && attempt()) {
+  if (stream_read() && core_->has_held() && attempt()) {
     return yield_after_reads_at_once(coroutine, owner);  // served from what the socket holds
   }
   if (event::detail::ring* ring = core_->ring(); ring != nullptr) {
@@ -217,11 +217,12 @@ bool io_wait::yield_after_reads_at_once(std::coroutine_handle<> coroutine,
   return true;
 }
 
-// A read waits for the socket's multishot receive when it has one (or switched to one), as a
-// plain timed wait; any other operation queues its call on the ring.
+// A stream read waits for the socket's multishot receive when it has one (or switched to one),
+// as a plain timed wait; any other operation (a datagram receive too) queues its call on the
+// ring.
 bool io_wait::suspend_on_ring(event::detail::ring& ring, std::coroutine_handle<> coroutine,
                               dispatch::detail::branch* owner) {
-  if (adaptive_read() && core_->plan_ring_read() == socket_core::ring_read::multishot) {
+  if (stream_read() && core_->plan_ring_read() == socket_core::ring_read::multishot) {
     start_wait(coroutine, owner, timeout_);  // may throw: the receive stays armed, harmlessly
     core_->wait(*this, direction_);
     core_->wait_for_multishot(*this);
@@ -303,14 +304,14 @@ bool io_wait::completed(int result) noexcept {
 #endif
     case -EINPROGRESS:  // a connect on a kernel that honours O_NONBLOCK for ring operations
       polling_ = true;
-      if (adaptive_read() && core_ != nullptr) {
+      if (stream_read() && core_ != nullptr) {
         core_->ring_read_completed(true);
       }
       return false;
     case -EINTR:
       return false;
     default:
-      if (adaptive_read() && core_ != nullptr) {
+      if (stream_read() && core_ != nullptr) {
         // Reaped right after the entry that submitted it: the data was there.
         core_->ring_read_completed(core_->ring()->reaps() > submitted_before_ + 1);
       }

@@ -25,7 +25,9 @@
 // kernel answers with EAGAIN (O_NONBLOCK on kernels that honour it for ring operations) waits
 // with a ring poll for the direction and is made again.
 //
-// Reads on io_uring adapt too (net/detail/multishot_receive.h). A socket's reads start as
+// Stream reads on io_uring adapt too (net/detail/multishot_receive.h; a datagram receive never
+// does: it keeps its boundary, sender and truncation, so each is its own recvmsg()). A stream
+// socket's reads start as
 // single-shot receives into the caller's span (no copy). A receive that completed only after
 // the look for completions that followed its submission waited for its data (the kernel armed
 // a poll for it first: io_arm_apoll, a poll per read); once two reads in a row waited, the socket
@@ -308,6 +310,11 @@ class io_wait : protected dispatch::detail::ring_wait {
   /// True for reads, which may wait for readiness before their first attempt (see
   /// socket_core::speculate_read()); connect, accept and writes always try first.
   [[nodiscard]] virtual bool adaptive_read() const noexcept { return false; }
+  /// True for reads of a stream, which may be served from the bytes the socket holds and, on
+  /// io_uring, switch to the multishot receive. A datagram read is adaptive but not a stream
+  /// read: each datagram keeps its boundary, its sender and its truncation, so every receive is
+  /// its own recvmsg().
+  [[nodiscard]] virtual bool stream_read() const noexcept { return false; }
 
   /// The io_uring backend's attempt(): fills `entry` for the operation's next system call.
   virtual void prepare_call(io_uring_sqe* entry) noexcept = 0;

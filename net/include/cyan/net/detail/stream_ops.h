@@ -36,6 +36,7 @@ class read_some_op final : public io_wait {
   void prepare_call(io_uring_sqe* entry) noexcept override;
   bool call_completed(int result) noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
+  [[nodiscard]] bool stream_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   std::size_t done_ = 0;
 };
@@ -53,6 +54,7 @@ class read_exact_op final : public io_wait {
   void prepare_call(io_uring_sqe* entry) noexcept override;
   bool call_completed(int result) noexcept override;
   [[nodiscard]] bool adaptive_read() const noexcept override { return true; }
+  [[nodiscard]] bool stream_read() const noexcept override { return true; }
   std::span<std::byte> buffer_;
   std::size_t done_ = 0;  // bytes at the start of buffer_ already read
 };
