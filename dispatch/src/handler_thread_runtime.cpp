@@ -133,6 +133,9 @@ void handler_thread_runtime::set_up() {
     arm_timer();
   });
   inbox_.attach(*this);
+  // Its own lane now: a task resuming through its queue (a fair read's yield, a wait's end)
+  // never allocates, not even the first time.
+  detail::open_lane_now(inbox_);
   // A loop is its first runner's (event/loop.h): claim it now, so that the thread checks hold
   // from the start, also for a thread whose tasks never wait on the loop (io_uring sockets).
   loop_->run_nowait();

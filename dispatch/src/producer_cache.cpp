@@ -95,6 +95,12 @@ void purge(producer_table& table) noexcept {
   table.purge_at = std::max(producer_table::kFirstPurge, table.entries.size() * 2);
 }
 
+// Puts the lane of `entry` into the hot cache.
+inbox_lane* make_hot(const table_entry& entry) noexcept {
+  tls_hot_lanes[entry.target % kHotLanes] = hot_lane{ entry.target, entry.lane };
+  return entry.lane;
+}
+
 table_entry& find_or_add(producer_table& table, std::uint64_t target) {
   for (table_entry& entry : table.entries) {
     if (entry.target == target) {
@@ -113,16 +119,22 @@ inbox_lane* find_lane(inbox& target) {
   if (tls_exiting) {
     return nullptr;
   }
-  const std::uint64_t id = target.id();
-  table_entry& entry = find_or_add(local_table(), id);
+  table_entry& entry = find_or_add(local_table(), target.id());
   if (entry.lane == nullptr) {
     if (++entry.shared_posts <= inbox::kPromoteAfter) {
       return nullptr;
     }
     entry.lane = target.open_lane();
   }
-  tls_hot_lanes[id % kHotLanes] = hot_lane{ id, entry.lane };
-  return entry.lane;
+  return make_hot(entry);
+}
+
+void open_lane_now(inbox& target) {
+  table_entry& entry = find_or_add(local_table(), target.id());
+  if (entry.lane == nullptr) {
+    entry.lane = target.open_lane();
+  }
+  make_hot(entry);
 }
 
 }  // namespace cyan::dispatch::detail

@@ -557,6 +557,38 @@ TEST(tcp, steady_state_reads_and_writes_do_not_allocate) {
   EXPECT_EQ(served.get(), 450u * 64);
 }
 
+// Reads that find their data at once yield every kReadsBeforeYield-th read (their task resumes
+// through the thread's queue), and that resumption allocates nothing either, from the first one
+// on a fresh thread: 100 reads of 64 bytes already there, on a thread that never posted.
+TEST(tcp, reads_that_find_data_at_once_yield_without_allocating) {
+  constexpr int kReads = 100;
+  static_assert(kReads > 3 * cyan::net::detail::socket_core::kReadsBeforeYield);
+  handler_thread h;
+  auto listener = tcp_listener::bind(endpoint::loopback_v4());
+  const auto [allocations, pattern_kept] = run_on(h, [&]() -> task<std::pair<int, bool>> {
+    tcp_socket client = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
+    tcp_socket server = co_await listener.accept(5s);
+    std::array<std::byte, 64> in{};
+    // Warm up the socket's own structures (the io_uring backend makes its multishot receive's
+    // state at the first read), not the thread's.
+    co_await client.write_all(in);
+    co_await server.read_exact(in);
+    const std::vector<std::byte> sent = cyan::test::pattern(7, kReads * in.size());
+    co_await client.write_all(sent);
+    std::vector<std::byte> received;
+    received.reserve(sent.size());
+    cyan::test::start_counting_allocations();
+    for (int i = 0; i < kReads; ++i) {
+      co_await server.read_exact(in);
+      received.insert(received.end(), in.begin(), in.end());
+    }
+    const int counted = cyan::test::stop_counting_allocations();
+    co_return std::pair{ counted, received == sent };
+  });
+  EXPECT_EQ(allocations, 0);
+  EXPECT_TRUE(pattern_kept);
+}
+
 TEST(tcp, gathering_write_all_sends_every_buffer_in_order) {
   handler_thread h;
   auto listener = tcp_listener::bind(endpoint::loopback_v4());

@@ -33,4 +33,10 @@ inline inbox_lane* find_hot_lane(std::uint64_t target) noexcept {
 /// (no lane yet, or the thread is exiting). Throws what open_lane() throws. [any thread]
 inbox_lane* find_lane(inbox& target);
 
+/// Opens the calling thread's lane into `target` now, however few posts it made there: a
+/// handler thread calls it for its own inbox as it starts, so that its posts to itself (a
+/// coroutine resuming through its own queue, see io_wait's fair reads) never allocate, not even
+/// the first ones. Throws what open_lane() throws. [any thread]
+void open_lane_now(inbox& target);
+
 }  // namespace cyan::dispatch::detail
