@@ -127,7 +127,10 @@ void timer_wheel::on_batch_grown() noexcept {
 }
 
 void timer_wheel::on_round_end() noexcept {
-  take_reading(since_epoch(clock_type::now()));
+  if (batch_size_ != 0) {
+    const clock_type::time_point loop_time = get_loop()->now();
+    take_reading(since_epoch(loop_time != loop_time_at_last_post_ ? loop_time : clock_type::now()));
+  }
   unwatch_round_end();
 }
 

@@ -245,6 +245,27 @@ INSTANTIATE_TEST_SUITE_P(
                     stale_reading_case{ "wheel_callback", false, false, true }),
     [](const testing::TestParamInfo<stale_reading_case>& info) { return info.param.where; });
 
+// A post from a callback that shares a reading is checked when the round ends (see
+// timer_wheel.h), not only when the loop timer fires for it: had the check waited for the loop
+// timer, a reading a tick older than the post would postpone the entry by its whole delay.
+TEST_F(timer_wheel_test, a_post_sharing_a_reading_is_checked_when_the_round_ends) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  clock_type::time_point posted{};
+  clock_type::time_point ran{};
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {
+    wheel.post([] {}, 10s);  // reads the clock: later posts share its reading
+    cyan::test::busy_for(2ms);
+    posted = clock_type::now();
+    wheel.post([&] { ran = clock_type::now(); }, 1s);
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - posted, 1s);
+  EXPECT_LT(ran - posted, 1s + kLateness) << "postponed by its delay: checked a second late";
+}
+
 // Posts in later rounds count from their own clock readings too, in every unit (milliseconds
 // take the cached tick ceiling, nanoseconds a division).
 TEST_F(timer_wheel_test, each_post_counts_from_its_own_time_in_every_unit) {

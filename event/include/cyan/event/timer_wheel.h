@@ -138,12 +138,13 @@ class timer_wheel : noncopyable {
     const std::uint64_t units =
         detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
     if constexpr (unit_ns == 1'000'000 || unit_ns == 1'000'000'000) {
-      if (ceiling_ != kNoCeiling && get_loop()->in_round()) [[likely]] {
+      const loop& owner = *get_loop();
+      if (ceiling_ != kNoCeiling && owner.in_round()) [[likely]] {
         // Due as if posted at the cached reading, and checked against a later one (see batch_).
         constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
         const tick_type due = ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
         const id entry = insert_at(due, std::forward<F>(f));
-        add_to_batch(entry, due);
+        add_to_batch(entry, due, owner.now());
         return entry;
       }
     }
@@ -213,8 +214,9 @@ class timer_wheel : noncopyable {
   // entry of it by the ticks that began since ceiling_, and moves a cached ceiling to the
   // reading's.
   void take_reading(std::uint64_t now) noexcept;
-  void add_to_batch(id entry, tick_type due) noexcept {
+  void add_to_batch(id entry, tick_type due, loop::clock::time_point loop_time) noexcept {
     batch_[batch_size_] = batched{ entry, due };
+    loop_time_at_last_post_ = loop_time;
     ++batch_size_;
     if (batch_size_ == 1 || batch_size_ == kBatchPosts) [[unlikely]] {
       on_batch_grown();
@@ -264,6 +266,10 @@ class timer_wheel : noncopyable {
   static constexpr std::size_t kBatchPosts = 64;  // a clock read per 64 posts: < 1 ns each
   std::array<batched, kBatchPosts> batch_{};
   std::size_t batch_size_ = 0;
+  // loop::now() at the batch's latest post. The loop's time changes only to a fresh clock
+  // reading, so once it differs, it is a reading taken after every post of the batch: the check
+  // at the round's end uses it instead of reading the clock again.
+  loop::clock::time_point loop_time_at_last_post_{};
   detail::raw_watcher round_end_;
   detail::timer_wheel_core core_;
   timer timer_;  // after core_: destroyed (stopped) first, once ~timer_wheel() emptied core_
