@@ -263,7 +263,9 @@ class timer_wheel : noncopyable {
   // the latest when the loop next prepares to wait (round_end_, an ev_prepare started with the
   // batch), when the loop timer fires (before any entry runs), or when kBatchPosts posts have
   // filled the batch.
-  static constexpr std::size_t kBatchPosts = 64;  // a clock read per 64 posts: < 1 ns each
+  // The most posts that share one reading: bounds how late a long run of posts is checked, and
+  // keeps the read's cost per post small.
+  static constexpr std::size_t kBatchPosts = 64;
   std::array<batched, kBatchPosts> batch_{};
   std::size_t batch_size_ = 0;
   // loop::now() at the batch's latest post. The loop's time changes only to a fresh clock
