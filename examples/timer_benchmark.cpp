@@ -197,12 +197,12 @@ int main() {
   cancel.add("timer_wheel", [n] { return wheel_post_cancel(n); });
   cancel.add("ev_timer", [n] { return ev_post_cancel(n); });
   bool ok = cancel.run();
-  cancel.goal("timer_wheel", "ev_timer", 3.0);  // #47 (5x before the reads of #37)
+  cancel.goal("timer_wheel", "ev_timer", 3.0);  // the goals of #47
 
   cyan::bench::suite firing{ "timer", "all fire (loop-thread CPU s)" };
   firing.add("timer_wheel", [n] { return wheel_firing(n); });
   firing.add("ev_timer", [n] { return ev_firing(n); });
   ok = firing.run() && ok;
-  firing.goal("timer_wheel", "ev_timer", 3.0);  // #47
+  firing.goal("timer_wheel", "ev_timer", 3.0);
   return cyan::bench::exit_status(ok);
 }
