@@ -89,6 +89,19 @@ void timer_wheel_core::grow(std::size_t capacity) {
   capacity_ = capacity;
 }
 
+bool timer_wheel_core::postpone(id_type id, tick_type due) noexcept {
+  if (!names_waiting(id)) {
+    return false;
+  }
+  const auto i = static_cast<index_type>(id);
+  if (due > payloads_[i].due) {
+    unlink(i);
+    payloads_[i].due = due;
+    place(i);
+  }
+  return true;
+}
+
 void timer_wheel_core::advance_to(tick_type target) noexcept {
   assert(!advancing_ && "timer_wheel: advance_to() from a callback");
   advancing_ = true;

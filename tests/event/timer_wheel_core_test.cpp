@@ -271,6 +271,26 @@ TEST_F(timer_wheel_core_test, a_far_entry_costs_only_a_few_wake_ups) {
   EXPECT_EQ(ran_.size(), 2u);
 }
 
+// timer_wheel moves a batch of posts later this way when the clock passed a tick boundary
+// before it checked them.
+TEST_F(timer_wheel_core_test, postpone_moves_an_entry_only_later_and_after_those_due_there) {
+  record_at(5, 0);
+  const core::id_type moved = record_at(3, 1);
+  const core::id_type kept = record_at(70, 2);  // on level 1 until tick 64
+  EXPECT_TRUE(wheel_.postpone(moved, 5));       // after entry 0, already due at 5
+  EXPECT_TRUE(wheel_.postpone(kept, 69));       // earlier than its due tick: stays at 70
+  EXPECT_TRUE(wheel_.postpone(kept, 70));
+  wheel_.advance_to(4);
+  EXPECT_TRUE(ran_.empty()) << "entry 1 still ran at its old tick";
+  wheel_.advance_to(100);
+  EXPECT_EQ(ran_, (std::vector<run>{ { 0, 5 }, { 1, 5 }, { 2, 70 } }));
+  EXPECT_FALSE(wheel_.postpone(moved, 200)) << "an entry that ran";
+  const core::id_type cancelled = record_at(150, 3);
+  ASSERT_TRUE(wheel_.cancel(cancelled));
+  EXPECT_FALSE(wheel_.postpone(cancelled, 200));
+  EXPECT_TRUE(wheel_.empty());
+}
+
 TEST_F(timer_wheel_core_test, ids_are_never_reused) {
   std::set<core::id_type> seen;
   for (int i = 0; i < 2000; ++i) {

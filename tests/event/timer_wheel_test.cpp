@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -170,6 +171,99 @@ TEST_F(timer_wheel_test, posts_from_a_callback_count_from_the_post_not_from_the_
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
   }
+}
+
+// Posts in milliseconds from a callback share the wheel's last clock reading and are checked
+// against a later one (see timer_wheel.h). A reading left stale by 30 ms of work, taken in the
+// same callback, in an earlier round or by the loop timer before a wheel callback, must not make
+// a 10 ms post run early: it runs no earlier than 10 ms after a clock reading taken just before
+// the post (tolerance: none below; kLateness above). Each callback also posts equal delays
+// after the work, which still run in post order.
+struct stale_reading_case {
+  const char* where;
+  bool post_before_the_work;  // in the same callback
+  bool post_in_an_earlier_round;
+  bool from_a_wheel_callback;
+};
+
+void PrintTo(const stale_reading_case& c, std::ostream* out) {
+  *out << c.where;
+}
+
+class timer_wheel_stale_reading : public timer_wheel_test,
+                                  public testing::WithParamInterface<stale_reading_case> {};
+
+TEST_P(timer_wheel_stale_reading, a_post_after_long_work_does_not_run_early) {
+  const stale_reading_case c = GetParam();
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  clock_type::time_point posted{};
+  clock_type::time_point ran{};
+  std::vector<int> order;
+  auto work_then_post = [&] {
+    if (c.post_before_the_work) {
+      wheel.post([] {}, 10s);  // reads the clock: the wheel now holds a ceiling
+    }
+    cyan::test::busy_for(30ms);
+    posted = clock_type::now();
+    wheel.post([&] { ran = clock_type::now(); }, 10ms);
+    for (int i = 0; i < 100; ++i) {  // past one batch of 64
+      wheel.post([&order, i] { order.push_back(i); }, 10ms);
+    }
+  };
+  if (c.post_in_an_earlier_round) {
+    bool posted_early = false;
+    timer earlier{ loop_ };
+    earlier.set_callback([&] {
+      wheel.post([] {}, 10s);
+      posted_early = true;
+    });
+    earlier.start();
+    ASSERT_TRUE(run_once_until(loop_, [&] { return posted_early; }));
+  }
+  timer kickoff{ loop_ };
+  if (c.from_a_wheel_callback) {
+    wheel.post([] {}, 10s);
+    wheel.post(work_then_post, 5ms);
+  } else {
+    kickoff.set_callback(work_then_post);
+    kickoff.start();
+  }
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - posted, 10ms) << "counted from the stale reading";
+  EXPECT_LT(ran - posted, 10ms + kLateness);
+  ASSERT_TRUE(run_once_until(loop_, [&] { return order.size() == 100; }));
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    timer_wheel_test, timer_wheel_stale_reading,
+    testing::Values(stale_reading_case{ "same_callback", true, false, false },
+                    stale_reading_case{ "earlier_round", false, true, false },
+                    stale_reading_case{ "wheel_callback", false, false, true }),
+    [](const testing::TestParamInfo<stale_reading_case>& info) { return info.param.where; });
+
+// A post from a callback that shares a reading is checked when the round ends (see
+// timer_wheel.h), not only when the loop timer fires for it: had the check waited for the loop
+// timer, a reading a tick older than the post would postpone the entry by its whole delay.
+TEST_F(timer_wheel_test, a_post_sharing_a_reading_is_checked_when_the_round_ends) {
+  timer_wheel wheel{ loop_ };
+  wheel.start();
+  clock_type::time_point posted{};
+  clock_type::time_point ran{};
+  timer kickoff{ loop_ };
+  kickoff.set_callback([&] {
+    wheel.post([] {}, 10s);  // reads the clock: later posts share its reading
+    cyan::test::busy_for(2ms);
+    posted = clock_type::now();
+    wheel.post([&] { ran = clock_type::now(); }, 1s);
+  });
+  kickoff.start();
+  ASSERT_TRUE(run_once_until(loop_, [&] { return ran != clock_type::time_point{}; }));
+  EXPECT_GE(ran - posted, 1s);
+  EXPECT_LT(ran - posted, 1s + kLateness) << "postponed by its delay: checked a second late";
 }
 
 // Posts in later rounds count from their own clock readings too, in every unit (milliseconds

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <chrono>
 #include <cstddef>
@@ -20,6 +21,8 @@
 
 namespace cyan::event {
 namespace detail {
+
+struct wheel_round_end;  // libev's callback for timer_wheel's ev_prepare
 
 template <typename D>
 inline constexpr bool is_chrono_duration = false;
@@ -61,11 +64,21 @@ template <typename Rep>
 /// connections, retries — timeouts that are mostly cancelled before they fire.
 ///
 /// Timing: time is cut into ticks of `resolution` (default 1 ms) on loop::clock (steady). An
-/// entry posted with `delay` is due `delay` after the post, counted from a clock reading the post
-/// takes, also from inside a callback whose round began long before. It runs on the first tick
-/// boundary at or after its due time (never earlier by steady_clock), which on an unloaded loop
-/// is within one tick of it. Entries due at the same tick run in post order (so equal delays run
-/// in post order); one posted with no delay from a wheel callback runs on the next tick.
+/// entry posted with `delay` is due `delay` after the post, counted from a clock reading taken at
+/// or after the post, also from inside a callback whose round began long before. It runs on the
+/// first tick boundary at or after its due time (never earlier by steady_clock), which on an
+/// unloaded loop is within one tick of it. Entries due at the same tick run in post order (so
+/// equal delays run in post order); one posted with no delay from a wheel callback runs on the
+/// next tick.
+///
+/// Clock reads: posts from the loop's callbacks with a delay in milliseconds or seconds (on a
+/// wheel whose resolution divides 1 ms, as the default does) read no clock. They are due as if
+/// posted at the wheel's last reading, and checked against the next one, which comes after at
+/// most 64 such posts, when the loop timer fires (before any entry runs) or when the loop next
+/// prepares to wait (in run(), right after the round's callbacks; after run_once() or
+/// run_nowait(), when the loop next runs). If a tick began in between, they are counted from that
+/// later reading instead: never early, but up to the time from the post to that reading late.
+/// Other posts (finer units, a coarser resolution, outside the loop's callbacks) read the clock.
 ///
 /// One loop timer drives the wheel. It is active only while the wheel is started and holds
 /// entries, and is set for the next tick that has work (an entry to run, or a far slot to move
@@ -112,19 +125,31 @@ class timer_wheel : noncopyable {
   /// whether the wheel is started or not. `delay` is any std::chrono::duration with an integer
   /// count of a whole number of nanoseconds (ns, us, ms, s, min, h, ...); in milliseconds or
   /// seconds on a wheel whose resolution divides 1 ms (the default does), the due tick takes no
-  /// division. Throws std::invalid_argument when `f` is empty (null, an empty function
-  /// object), std::bad_alloc when the wheel cannot grow or a large closure cannot be boxed, and
-  /// what moving `f` throws (nothing is added then).
+  /// division, and from a callback no clock read (see "Clock reads" above). Throws
+  /// std::invalid_argument when `f` is empty (null, an empty function object), std::bad_alloc when
+  /// the wheel cannot grow or a large closure cannot be boxed, and what moving `f` throws (nothing
+  /// is added then).
   template <detail::wheel_callable F, detail::whole_nanoseconds D>
   id post(F&& f, D delay) {
-    const tick_type due = due_for(delay);
-    const id entry{ core_.insert(due, std::forward<F>(f)) };
-    // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
-    // (is_pending) re-arms by itself.
-    if (due < armed_for_ && running_ && !core_.advancing() && !timer_.is_pending()) {
-      rearm();
+    assert_loop_thread();
+    constexpr std::uint64_t unit_ns = std::ratio_divide<typename D::period, std::nano>::num;
+    constexpr auto max_delay = static_cast<std::uint64_t>(kMaxDelay.count());
+    // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
+    const std::uint64_t units =
+        detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
+    if constexpr (unit_ns == 1'000'000 || unit_ns == 1'000'000'000) {
+      const loop& owner = *get_loop();
+      if (ceiling_ != kNoCeiling && owner.in_round()) [[likely]] {
+        // Due as if posted at the cached reading, and checked against a later one (see batch_).
+        constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
+        const tick_type due = ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
+        const id entry = insert_at(due, std::forward<F>(f));
+        add_to_batch(entry, due, owner.now());
+        return entry;
+      }
     }
-    return entry;
+    return insert_at(due_after(read_clock(), std::min(units * unit_ns, max_delay)),
+                     std::forward<F>(f));
   }
   [[noreturn]] id post(std::nullptr_t, duration delay);
 
@@ -168,33 +193,48 @@ class timer_wheel : noncopyable {
            "cyan::event::timer_wheel: loop-thread-only call made from another thread");
   }
   [[nodiscard]] tick_type tick_at(loop::clock::time_point t) const noexcept;
-  // The due tick of an entry posted now with `delay`, rounded up to a tick boundary so that
-  // nothing runs early (the core moves a due tick not after its now() to now() + 1); first
-  // brings an empty core up to date. Delays are clamped to [0, kMaxDelay], so that due ticks
-  // stay far from overflow.
-  template <detail::whole_nanoseconds D>
-  [[nodiscard]] tick_type due_for(D delay) {
-    assert_loop_thread();
-    constexpr std::uint64_t unit_ns = std::ratio_divide<typename D::period, std::nano>::num;
-    constexpr auto max_delay = static_cast<std::uint64_t>(kMaxDelay.count());
-    // At least one unit: a unit longer than kMaxDelay still means "later", not "now".
-    const std::uint64_t units =
-        detail::clamp_count(delay.count(), std::max<std::uint64_t>(max_delay / unit_ns, 1));
-    const std::uint64_t now = since_epoch(loop::clock::now());
-    if constexpr (unit_ns == 1'000'000 || unit_ns == 1'000'000'000) {
-      // ceil((now + units * unit) / resolution) = ceil(now / resolution) + units * (unit /
-      // resolution), as the resolution divides the unit whenever a ceiling is cached; and
-      // ceil(now / resolution) is the cached one while now lies in the tick that ends there.
-      if (ceiling_ns_ - now < resolution_ns_) [[likely]] {  // unsigned: also when now is past it
-        constexpr std::uint64_t ms_per_unit = unit_ns / 1'000'000;
-        return ceiling_ + units * (ticks_per_ms_ * ms_per_unit);
-      }
+  template <typename F>
+  id insert_at(tick_type due, F&& f) {
+    const id entry{ core_.insert(due, std::forward<F>(f)) };
+    // armed_for_ is kNever while the timer is stopped. An expiry delivered but not yet run
+    // (is_pending) re-arms by itself.
+    if (due < armed_for_ && running_ && !core_.advancing() && !timer_.is_pending()) {
+      rearm();
     }
-    return due_after(now, std::min(units * unit_ns, max_delay));
+    return entry;
   }
-  // due_for() without the cache: catches an empty core up to `now` (ns since the clock's epoch)
-  // and caches its ceiling.
+  // The due tick of an entry posted `delay_ns` after `now` (ns since the clock's epoch), rounded
+  // up to a tick boundary so that nothing runs early (the core moves a due tick not after its
+  // now() to now() + 1); first brings an empty core up to date, then caches now's ceiling. Delays
+  // are clamped to [0, kMaxDelay] by the caller, so that due ticks stay far from overflow.
   [[nodiscard]] tick_type due_after(std::uint64_t now, std::uint64_t delay_ns);
+  // Reads the clock, and checks the batch against the reading (take_reading()).
+  [[nodiscard]] std::uint64_t read_clock() noexcept;
+  // Checks the batch against a clock reading `now` taken after its posts, postponing every
+  // entry of it by the ticks that began since ceiling_, and moves a cached ceiling to the
+  // reading's.
+  void take_reading(std::uint64_t now) noexcept;
+  void add_to_batch(id entry, tick_type due, loop::clock::time_point loop_time) noexcept {
+    batch_[batch_size_] = batched{ entry, due };
+    loop_time_at_last_post_ = loop_time;
+    ++batch_size_;
+    if (batch_size_ == 1 || batch_size_ == kBatchPosts) [[unlikely]] {
+      on_batch_grown();
+    }
+  }
+  // Watches for the end of the round when the batch starts; reads the clock when it is full.
+  void on_batch_grown() noexcept;
+  void postpone_batch(tick_type ticks) noexcept;
+  struct batched {
+    id entry;
+    tick_type due;  // as posted: ceiling_ + the delay, before the core moved it past its now()
+  };
+  void on_round_end() noexcept;
+  friend struct detail::wheel_round_end;
+  void watch_round_end() noexcept;
+  void unwatch_round_end() noexcept;
+  // Drops the cached ceiling, first checking the batch's entries that are still waiting.
+  void drop_ceiling() noexcept;
   void catch_up(loop::clock::time_point now) noexcept;
   [[nodiscard]] static std::uint64_t since_epoch(loop::clock::time_point t) noexcept {
     const auto ns = std::chrono::duration_cast<duration>(t.time_since_epoch()).count();
@@ -209,14 +249,30 @@ class timer_wheel : noncopyable {
   duration resolution_;             // tick n starts n * resolution_ after loop::clock's epoch
   detail::wheel_divider per_tick_;  // divides nanoseconds by resolution_
   tick_type ticks_per_ms_;          // 1 ms / resolution_ when that is whole, else 0
-  // The first tick boundary at or after the last uncached post's clock reading, as a tick and in
-  // ns since the clock's epoch: posts whose reading lies in the tick that ends there share it,
-  // without a division. Cached only while the resolution divides 1 ms and the core is up to date
-  // (disarm(), which runs whenever the wheel empties, drops it); kNoCeiling matches no reading.
-  static constexpr std::uint64_t kNoCeiling = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t resolution_ns_;
-  std::uint64_t ceiling_ns_ = kNoCeiling;
-  tick_type ceiling_ = 0;
+  // The first tick boundary at or after the wheel's last clock reading (a post's that read the
+  // clock, the loop timer's or a batch check's). Cached only while the resolution divides 1 ms
+  // and the core is up to date (disarm(), which runs whenever the wheel empties or stops, drops
+  // it); kNoCeiling when not cached.
+  static constexpr tick_type kNoCeiling = std::numeric_limits<tick_type>::max();
+  tick_type ceiling_ = kNoCeiling;
+  // The batch: entries posted from a callback since the last reading, due at ceiling_ plus
+  // their delay, as if posted at that reading. Each was posted before the next reading, which
+  // checks them (take_reading()): while it lies at or before ceiling_, they are due exactly
+  // when a reading of their own would have put them; otherwise each is postponed by the ticks
+  // that began since (in post order, so equal delays keep their order). The next reading comes at
+  // the latest when the loop next prepares to wait (round_end_, an ev_prepare started with the
+  // batch), when the loop timer fires (before any entry runs), or when kBatchPosts posts have
+  // filled the batch.
+  // The most posts that share one reading: bounds how late a long run of posts is checked, and
+  // keeps the read's cost per post small.
+  static constexpr std::size_t kBatchPosts = 64;
+  std::array<batched, kBatchPosts> batch_{};
+  std::size_t batch_size_ = 0;
+  // loop::now() at the batch's latest post. The loop's time changes only to a fresh clock
+  // reading, so once it differs, it is a reading taken after every post of the batch: the check
+  // at the round's end uses it instead of reading the clock again.
+  loop::clock::time_point loop_time_at_last_post_{};
+  detail::raw_watcher round_end_;
   detail::timer_wheel_core core_;
   timer timer_;  // after core_: destroyed (stopped) first, once ~timer_wheel() emptied core_
   tick_type armed_for_ = detail::timer_wheel_core::kNever;  // the tick timer_ is set for

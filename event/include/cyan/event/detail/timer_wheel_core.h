@@ -113,6 +113,10 @@ class timer_wheel_core : noncopyable {
   /// or already cancelled. Never throws.
   bool cancel(id_type id) noexcept;
 
+  /// Moves the entry `id` to tick `due` when that is later than its due tick; it then runs after
+  /// the entries already due there. False when `id` names no waiting entry. Never throws.
+  bool postpone(id_type id, tick_type due) noexcept;
+
   /// Runs, in due-tick then post order, every entry due at or before `target`, and moves now()
   /// to `target` (never backwards). Callback exceptions go to the error handler and the rest
   /// still run. Returns early, leaving now() at the tick being processed, when interrupt() is
@@ -179,6 +183,8 @@ class timer_wheel_core : noncopyable {
     return (stamp | kLive | kNeedsDestroy) + 1;  // 0 when the count wraps
   }
   [[nodiscard]] static bool is_live(const node& n) noexcept { return (n.stamp & kLive) != 0; }
+  // True when `id` names an entry waiting to run.
+  [[nodiscard]] bool names_waiting(id_type id) const noexcept;
   [[nodiscard]] id_type id_of(index_type i) const noexcept {
     return id_type{ nodes_[i].stamp >> 1 } << 32 | i;
   }
@@ -264,15 +270,17 @@ inline timer_wheel_core::id_type timer_wheel_core::link_new(index_type i, tick_t
   return id_type{ stamp >> 1 } << 32 | i;
 }
 
-inline bool timer_wheel_core::cancel(id_type id) noexcept {
+inline bool timer_wheel_core::names_waiting(id_type id) const noexcept {
   const auto i = static_cast<index_type>(id);
-  if (i >= capacity_) {
-    return false;
-  }
   // Sentinels, never used and free nodes lack kLive, so they never match.
-  if (nodes_[i].stamp != (id >> 32 << 1 | kLive)) {
+  return i < capacity_ && nodes_[i].stamp == (id >> 32 << 1 | kLive);
+}
+
+inline bool timer_wheel_core::cancel(id_type id) noexcept {
+  if (!names_waiting(id)) {
     return false;
   }
+  const auto i = static_cast<index_type>(id);
   unlink(i);
   --size_;
   // Retired before the callback is destroyed, and freed after: a destructor that cancels sees
