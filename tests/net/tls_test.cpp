@@ -755,13 +755,17 @@ std::string quoted(const std::string& script) {
   return result + "'";
 }
 
+// Python's start (the interpreter, the ssl module, the CA file) takes seconds on a loaded
+// machine: the server starts its accept, with its 10 s limit, once the client says it is about
+// to connect, so that no wait of the server's counts that start.
 TEST(tls_interop, a_python_ssl_client_talks_to_a_cyan_server) {
   loopback net;
-  auto served = net.serve_one(server_context("server", { "http/1.1" }), echo);
+  const tls_context context = server_context("server", { "http/1.1" });
   const std::string script = R"(
 import socket, ssl, sys
 context = ssl.create_default_context(cafile=sys.argv[1])
 context.set_alpn_protocols(['http/1.1'])
+print('connecting', flush=True)
 with socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=20) as raw:
     with context.wrap_socket(raw, server_hostname='localhost') as s:
         sent = b''.join(b'line %d from python\n' % i for i in range(2000))
@@ -776,6 +780,10 @@ with socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=20) as ra
   process python = start("python3 -c " + quoted(script) + " " + file("ca.crt").string() + " " +
                          std::to_string(net.address.port()));
   ASSERT_NE(python, nullptr);
+  char line[32] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, python.get()), nullptr);
+  ASSERT_STREQ(line, "connecting\n");
+  auto served = net.serve_one(context, echo);
   const std::string output = read_all(python.get());
   EXPECT_EQ(output, "ok 42890 http/1.1\n");
   EXPECT_EQ(served.get(), 42890u);
