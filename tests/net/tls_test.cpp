@@ -1,8 +1,10 @@
 // tls_context and tls_stream over loopback: data integrity both ways, verification failures
 // (wrong CA, wrong name, expired), handshake timeout, garbage, truncation, ALPN, SNI, reload,
-// shutdown's deadline, session resumption, the one-read rule, a read timeout; and against
-// implementations no one here wrote: Python's ssl module, openssl s_client, curl. The
-// certificates are made at test time by tls_certificates.sh (the openssl command).
+// shutdown's deadline, session resumption, the one-read rule, a read timeout, failures named
+// after the stream's call with their reason once; and against implementations no one here
+// wrote: Python's ssl module, openssl s_client, curl. The certificates are made at test time by
+// tls_certificates.sh (the openssl command), once per test program: seconds under load, so a
+// test makes its contexts before it times anything.
 
 #include <gtest/gtest.h>
 #include <poll.h>
