@@ -7,7 +7,8 @@
 //
 //   echo   each request writes B bytes (a per-connection pattern with the request's number in
 //          front) and reads exactly B back, which must be the same bytes; a message over 64 KiB
-//          is read back while it is being written (the socket buffers cannot hold it all);
+//          is read back while it is being written (the socket buffers cannot hold it all); a
+//          run whose buffers (C x 2 x B bytes) would pass 1 GiB is refused (exit status 2);
 //   http   each request is "GET <path> HTTP/1.1" on a keep-alive connection; the response's
 //          status line, headers and body (Content-Length, or until the server closes) are
 //          read; a status other than 2xx counts as invalid. A server that closes the
@@ -370,6 +371,21 @@ long long at_least_one(const command_line& cli, const char* name) {
   return value;
 }
 
+// The most the echo buffers may take: each connection keeps its message and its echo
+// (connections x 2 x --size bytes). Past it a size is more likely a typo than a test, and the
+// run would end in std::bad_alloc (or the OOM killer) instead of a message.
+constexpr std::uint64_t kMaxEchoBufferBytes = std::uint64_t{ 1 } << 30;
+
+// Refuses an echo run whose buffers would take more than kMaxEchoBufferBytes.
+void check_echo_memory(const run_settings& s) {
+  const std::uint64_t per_connection = kMaxEchoBufferBytes / 2 / s.connections;
+  if (s.kind == mode::echo && s.size > per_connection) {
+    throw std::invalid_argument("--size " + std::to_string(s.size) + " with --connections " +
+                                std::to_string(s.connections) +
+                                " needs more than 1 GiB of echo buffers (connections x 2 x size)");
+  }
+}
+
 run_settings read_settings(const command_line& cli) {
   run_settings s;
   const std::string& kind = cli.text("mode");
@@ -388,6 +404,7 @@ run_settings read_settings(const command_line& cli) {
       std::min(at_least_one(cli, "threads"), static_cast<long long>(s.connections)));
   s.requests = static_cast<std::uint64_t>(cli.number("requests"));
   s.size = static_cast<std::size_t>(at_least_one(cli, "size"));
+  check_echo_memory(s);
   s.timeout = std::chrono::milliseconds(at_least_one(cli, "timeout-ms"));
   s.max_seconds = std::chrono::seconds(at_least_one(cli, "max-seconds"));
   s.duration = std::chrono::seconds(cli.number("duration"));

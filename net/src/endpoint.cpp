@@ -81,15 +81,41 @@ std::string zone_to_string(std::uint32_t scope_id) {
   return std::to_string(scope_id);
 }
 
-// Fills `out` (zeroed) with the Unix-domain address of `path`; returns its size, or 0 when the
-// path is empty, does not fit sun_path or holds a NUL. The kernel would take a NUL inside an
-// abstract name, but then the name's text could not be parsed back (parse() refuses a NUL).
+// An abstract name's bytes as text (to_string()): a NUL, which the kernel takes anywhere in the
+// name but parse() refuses in any text, is `\0`, so a backslash is `\\`; every other byte is
+// itself. So every endpoint's text parses back to it.
+void append_abstract_text(std::string& out, std::string_view name) {
+  for (const char c : name) {
+    if (c == '\0' || c == '\\') {
+      out += '\\';
+    }
+    out += c == '\0' ? '0' : c;
+  }
+}
+
+// The reverse, for parse(): `\0` is a NUL, `\\` a backslash, and a backslash before any other
+// byte stands for itself (as a name written by hand means it).
+std::string abstract_name_of(std::string_view text) {
+  std::string name;
+  name.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (text[i] == '\\' && (next == '0' || next == '\\')) {
+      name += next == '0' ? '\0' : '\\';
+      ++i;
+    } else {
+      name += text[i];
+    }
+  }
+  return name;
+}
+
+// Fills `out` (zeroed) with the Unix-domain address of `path` ('@' first: the abstract name's
+// bytes); returns its size, or 0 when the path is empty, does not fit sun_path or is a path
+// name with a NUL (which would end it early; an abstract name's size says where it ends).
 ::socklen_t fill_unix(std::string_view path, ::sockaddr_storage& out) noexcept {
   auto& address = reinterpret_cast<::sockaddr_un&>(out);
   address.sun_family = AF_UNIX;
-  if (path.find('\0') != std::string_view::npos) {
-    return 0;
-  }
   if (path.starts_with('@')) {
     // Abstract: a '\0' then the name's bytes, no terminator; the size says where it ends.
     const std::string_view name = path.substr(1);
@@ -100,7 +126,8 @@ std::string zone_to_string(std::uint32_t scope_id) {
     return static_cast<::socklen_t>(kPathOffset + 1 + name.size());
   }
   // A path name keeps its terminating '\0' inside sun_path, as other programs expect.
-  if (path.empty() || path.size() > kPathCapacity - 1) {
+  if (path.empty() || path.size() > kPathCapacity - 1 ||
+      path.find('\0') != std::string_view::npos) {
     return 0;
   }
   std::memcpy(address.sun_path, path.data(), path.size());
@@ -223,7 +250,9 @@ endpoint endpoint::parse(std::string_view text) {
   if (text.find('\0') != std::string_view::npos) {
     throw_malformed(text);
   }
-  if (text.starts_with(kUnixPrefix)) {
+  if (text.starts_with(std::string(kUnixPrefix) + '@')) {
+    size = fill_unix('@' + abstract_name_of(text.substr(kUnixPrefix.size() + 1)), address);
+  } else if (text.starts_with(kUnixPrefix)) {
     size = fill_unix(text.substr(kUnixPrefix.size()), address);
   } else if (text.starts_with('[')) {
     size = fill_v6(text, address);
@@ -258,7 +287,8 @@ endpoint endpoint::unix_socket(std::string_view path) {
   if (size == 0) {
     throw std::invalid_argument("cyan::net::endpoint: bad Unix-domain path " +
                                 cyan::detail::quoted(path) + " (empty, longer than " +
-                                std::to_string(kPathCapacity - 1) + " bytes, or with a NUL)");
+                                std::to_string(kPathCapacity - 1) +
+                                " bytes, or a path name with a NUL)");
   }
   return from_sockaddr(reinterpret_cast<const ::sockaddr*>(&address), size);
 }
@@ -369,8 +399,17 @@ std::string endpoint::to_string() const {
       return address() + ':' + std::to_string(port());
     case AF_INET6:
       return '[' + address() + "]:" + std::to_string(port());
-    default:
-      return std::string(kUnixPrefix) + path();
+    default: {
+      std::string text(kUnixPrefix);
+      const std::string name = path();
+      if (name.starts_with('@')) {
+        text += '@';
+        append_abstract_text(text, std::string_view(name).substr(1));
+      } else {
+        text += name;
+      }
+      return text;
+    }
   }
 }
 

@@ -11,7 +11,9 @@
 //                send() when no writer is sending, else leaves them to the writer;
 //   3. receive   when OpenSSL needs more ciphertext, the socket's read_some into `in`.
 // So a read and a write may be pending together, each keeping the socket's one-read-one-write
-// rule, and a timeout or a stop leaves both buffers consistent for the next operation.
+// rule, and a timeout or a stop leaves both buffers consistent for the next operation. A
+// failure of the socket's is the stream's call's: its code, named after the tls_stream call
+// the user made (flush() and receive()), its reason said once.
 
 #include <arpa/inet.h>
 #include <openssl/bio.h>
@@ -282,28 +284,49 @@ void send_now(tls_stream_state& s) noexcept {
   }
 }
 
-// Sends every record made so far. Throws what the socket's write throws (as a plain
-// std::system_error); what was not sent stays first in line.
-dispatch::task<> flush(tls_stream_state& s, const deadline& limit) {
+// Sends every record made so far. The socket's failure is the stream's: a std::system_error
+// with its code, named after `where`, the call the user made (see receive()); what was not
+// sent stays first in line.
+dispatch::task<> flush(tls_stream_state& s, const deadline& limit, const char* where) {
   flag_guard flushing(s.flushing);
   for (std::span<const std::byte> bytes = next_to_send(s); !bytes.empty();
        bytes = next_to_send(s)) {
-    std::size_t sent = bytes.size();
-    std::error_code failure;
-    std::string what;
     try {
       co_await s.socket.write_all(bytes, limit.left());
     } catch (const transfer_error& e) {
-      sent = e.bytes_transferred();
-      failure = e.code();
-      what = e.what();
+      s.sending_begin += e.bytes_transferred();
+      throw std::system_error(e.code(), where);
     }
-    s.sending_begin += sent;
-    if (failure) {
-      throw std::system_error(failure, what);
-    }
+    s.sending_begin += bytes.size();
   }
 }
+
+// `co_await receive(s, limit, where)`: one read of ciphertext from the socket into `in`. A
+// layer over another reports the other's failure as its own call's: the socket's code, named
+// after `where` ("cyan::net::tls_stream::read_some: Connection timed out"), never the
+// socket's call or its what() again.
+class receive {
+ public:
+  receive(tls_stream_state& s, const deadline& limit, const char* where) noexcept
+      : s_(s), read_(s.socket.read_some(input_room(s), limit.left())), where_(where) {}
+  [[nodiscard]] bool await_ready() const noexcept { return read_.await_ready(); }
+  template <typename Promise>
+  bool await_suspend(std::coroutine_handle<Promise> suspended) {
+    return read_.await_suspend(suspended);
+  }
+  void await_resume() {
+    try {
+      took_input(s_, read_.await_resume());
+    } catch (const std::system_error& e) {
+      throw std::system_error(e.code(), where_);
+    }
+  }
+
+ private:
+  tls_stream_state& s_;
+  read_some_op read_;
+  const char* where_;
+};
 
 // Takes `plaintext` into records (appended to `out`). Throws on a stream that cannot write.
 void encrypt(tls_stream_state& s, std::span<const std::byte> plaintext, const char* where) {
@@ -346,12 +369,12 @@ dispatch::task<> handshake(tls_stream_state& s, timeout_type timeout, const char
       throw_failure(s, ssl_error, where, false);
     }
     if (has_output(s)) {
-      co_await flush(s, limit);
+      co_await flush(s, limit, where);
     }
     if (ssl_error == SSL_ERROR_NONE) {
       co_return;
     }
-    took_input(s, co_await s.socket.read_some(input_room(s), limit.left()));
+    co_await receive(s, limit, where);
   }
 }
 
@@ -457,7 +480,7 @@ dispatch::task<std::size_t> tls_stream::read_some_within(std::span<std::byte> bu
     if (const long n = detail::read_step(s, buffer, kWhere); n >= 0) {
       co_return static_cast<std::size_t>(n);
     }
-    detail::took_input(s, co_await s.socket.read_some(detail::input_room(s), until.left()));
+    co_await detail::receive(s, until, kWhere);
   }
 }
 
@@ -471,25 +494,21 @@ dispatch::task<> tls_stream::read_exact_within(std::span<std::byte> buffer,
   std::size_t done = 0;
   while (done < buffer.size()) {
     std::error_code failure;
-    std::string what;
     try {
       const long n = detail::read_step(s, buffer.subspan(done), kWhere);
       if (n > 0) {
         done += static_cast<std::size_t>(n);
         continue;
       }
-      if (n == 0) {
-        failure = make_error_code(error::end_of_stream);
-        what = kWhere;
-      } else {
-        detail::took_input(s, co_await s.socket.read_some(detail::input_room(s), until.left()));
+      if (n < 0) {
+        co_await detail::receive(s, until, kWhere);
         continue;
       }
+      failure = make_error_code(error::end_of_stream);
     } catch (const std::system_error& e) {
-      failure = e.code();
-      what = e.what();
+      failure = e.code();  // this call's failure, rethrown with the count (code and name only)
     }
-    throw transfer_error(failure, what, done);
+    throw transfer_error(failure, kWhere, done);
   }
 }
 
@@ -506,15 +525,13 @@ dispatch::task<std::size_t> tls_stream::write_some_within(std::span<const std::b
     detail::encrypt(s, taken, kWhere);
   }
   std::error_code failure;
-  std::string what;
   try {
-    co_await detail::flush(s, until);
+    co_await detail::flush(s, until, kWhere);
   } catch (const std::system_error& e) {
     failure = e.code();
-    what = e.what();
   }
   if (failure) {
-    throw transfer_error(failure, what, taken.size());
+    throw transfer_error(failure, kWhere, taken.size());
   }
   co_return taken.size();
 }
@@ -532,7 +549,6 @@ dispatch::task<> tls_stream::write_all_within(gather buffers, detail::timeout_ty
   const detail::deadline until(limit);
   std::size_t taken = 0;  // plaintext in records, in the buffers' order
   std::error_code failure;
-  std::string what;
   try {
     s.staging.clear();
     for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -556,7 +572,7 @@ dispatch::task<> tls_stream::write_all_within(gather buffers, detail::timeout_ty
           }
         }
         if (s.out.size() >= detail::kWriteChunk) {
-          co_await detail::flush(s, until);
+          co_await detail::flush(s, until, kWhere);
         }
       }
     }
@@ -565,14 +581,13 @@ dispatch::task<> tls_stream::write_all_within(gather buffers, detail::timeout_ty
       taken += s.staging.size();
       s.staging.clear();
     }
-    co_await detail::flush(s, until);
+    co_await detail::flush(s, until, kWhere);
   } catch (const std::system_error& e) {
     failure = e.code();
-    what = e.what();
   }
   if (failure) {
     s.staging.clear();
-    throw transfer_error(failure, what, taken);
+    throw transfer_error(failure, kWhere, taken);
   }
 }
 
@@ -589,7 +604,7 @@ dispatch::task<bool> tls_stream::shutdown_within(detail::timeout_type limit) {
   }
   bool canceled = false;
   try {
-    co_await detail::flush(s, until);
+    co_await detail::flush(s, until, kWhere);
   } catch (const std::system_error& e) {
     canceled = e.code() == std::errc::operation_canceled;
     if (!canceled) {
@@ -614,7 +629,7 @@ dispatch::task<bool> tls_stream::shutdown_within(detail::timeout_type limit) {
         co_return true;
       }
       if (n < 0) {
-        detail::took_input(s, co_await s.socket.read_some(detail::input_room(s), until.left()));
+        co_await detail::receive(s, until, kWhere);
       }
     }
   } catch (const std::system_error& e) {

@@ -135,6 +135,34 @@ TEST(load_tester, rejects_a_zero_count_or_time) {
   }
 }
 
+// --size 999999999999 would end in std::bad_alloc: a run whose echo buffers (connections x 2 x
+// size) pass 1 GiB is refused before it starts, with a message and exit status 2. No server is
+// needed: nothing connects.
+TEST(load_tester, refuses_a_size_whose_echo_buffers_pass_the_limit) {
+  const std::vector<std::vector<std::string>> runs = {
+    { "--size", "999999999999" },                     // 100 connections, the default
+    { "--connections", "2", "--size", "268435457" },  // 1 GiB and 4 bytes
+    { "--connections", "1", "--size", "536870913" },  // 1 GiB and 2 bytes
+  };
+  const std::vector<std::string> messages = {
+    "load_tester: --size 999999999999 with --connections 100 needs more than 1 GiB of echo "
+    "buffers (connections x 2 x size)\n",
+    "load_tester: --size 268435457 with --connections 2 needs more than 1 GiB of echo buffers "
+    "(connections x 2 x size)\n",
+    "load_tester: --size 536870913 with --connections 1 needs more than 1 GiB of echo buffers "
+    "(connections x 2 x size)\n",
+  };
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> arguments = { CYAN_PROGRAM_LOAD_TESTER, "--port", "9", "--requests",
+                                           "1" };
+    arguments.insert(arguments.end(), runs[i].begin(), runs[i].end());
+    child_process load(arguments, -1, false, true);
+    const std::string output = load.read_all(20s);
+    EXPECT_EQ(load.wait(10s), 2) << output;
+    EXPECT_EQ(output, messages[i]);
+  }
+}
+
 TEST(load_tester, no_server_counts_connect_failures_and_exits_non_zero) {
   std::string port;
   {

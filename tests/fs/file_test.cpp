@@ -283,6 +283,10 @@ TEST(file, a_closed_file_fails_with_ebadf) {
   });
   EXPECT_EQ(read.code, std::errc::bad_file_descriptor);
   EXPECT_EQ(synced.code, std::errc::bad_file_descriptor);
+  // The call the user made, the path, the reason once (on the ring and over the pool alike).
+  const std::string path = (dir / "closed").string();
+  EXPECT_EQ(read.what, "cyan::fs::file::read_at '" + path + "': Bad file descriptor");
+  EXPECT_EQ(synced.what, "cyan::fs::file::sync '" + path + "': Bad file descriptor");
 }
 
 TEST(file, append_mode_writes_at_the_end_whatever_the_offset) {
@@ -543,6 +547,8 @@ TEST(file_pool, a_timeout_ends_a_call_not_started_with_timed_out) {
     co_return result;
   });
   EXPECT_EQ(outcome.code, std::errc::timed_out);
+  EXPECT_EQ(outcome.what,
+            "cyan::fs::file::read_at '" + (dir / "data").string() + "': Connection timed out");
 }
 
 // Opening a FIFO for reading blocks in openat until a writer comes: the stop request comes

@@ -1,10 +1,13 @@
 // tls_context and tls_stream over loopback: data integrity both ways, verification failures
 // (wrong CA, wrong name, expired), handshake timeout, garbage, truncation, ALPN, SNI, reload,
-// shutdown's deadline, session resumption, the one-read rule, a read timeout; and against
-// implementations no one here wrote: Python's ssl module, openssl s_client, curl. The
-// certificates are made at test time by tls_certificates.sh (the openssl command).
+// shutdown's deadline, session resumption, the one-read rule, a read timeout, failures named
+// after the stream's call with their reason once; and against implementations no one here
+// wrote: Python's ssl module, openssl s_client, curl. The certificates are made at test time by
+// tls_certificates.sh (the openssl command), once per test program: seconds under load, so a
+// test makes its contexts before it times anything.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <array>
 #include <chrono>
@@ -65,6 +68,24 @@ task<std::optional<std::system_error>> error_of(task<T> operation) {
     co_return e;
   }
   co_return std::nullopt;
+}
+
+// What a transfer_error said: its code, what() and count.
+struct transfer_failure {
+  std::error_code code;
+  std::string what;
+  std::size_t bytes = 0;
+};
+
+// The transfer_error a task throws; an empty code when it throws none.
+template <typename T>
+task<transfer_failure> transfer_failure_of(task<T> operation) {
+  try {
+    (void)co_await std::move(operation);
+  } catch (const cyan::net::transfer_error& e) {
+    co_return transfer_failure{ e.code(), e.what(), e.bytes_transferred() };
+  }
+  co_return transfer_failure{};
 }
 
 std::string text_of(std::span<const std::byte> bytes) {
@@ -229,13 +250,18 @@ TEST(tls, an_ip_address_is_verified_against_the_certificates_addresses) {
   EXPECT_EQ(served.get(), 0u);
 }
 
+// The context is made before the handshake is timed: the first one in a test program runs
+// tls_certificates.sh (seconds of openssl under load), which must not count against the
+// handshake's 200 ms, nor keep the client's read waiting for the server to close.
 TEST(tls, a_client_that_sends_nothing_times_out_the_handshake) {
   loopback net;
-  auto served = co_spawn(net.server_thread, [&]() -> task<std::pair<std::error_code, double>> {
+  const tls_context context = server_context();
+  auto served = co_spawn(net.server_thread, [&]() -> task<std::pair<std::string, double>> {
     tcp_socket raw = co_await net.listener.accept(10s);
     const auto start = clock_type::now();
-    auto failure = co_await error_of(tls_stream::accept(std::move(raw), server_context(), 200ms));
-    co_return std::pair{ failure ? failure->code() : std::error_code{},
+    auto failure = co_await error_of(tls_stream::accept(std::move(raw), context, 200ms));
+    EXPECT_EQ(failure ? failure->code() : std::error_code{}, std::errc::timed_out);
+    co_return std::pair{ failure ? std::string(failure->what()) : std::string(),
                          std::chrono::duration<double>(clock_type::now() - start).count() };
   });
   run_on(net.client_thread, [&]() -> task<int> {
@@ -244,10 +270,34 @@ TEST(tls, a_client_that_sends_nothing_times_out_the_handshake) {
     (void)co_await cyan::test::failure_of(silent.read_some(alert, 10s));  // until the server closes
     co_return 0;
   });
-  const auto [code, seconds] = served.get();
-  EXPECT_EQ(code, std::errc::timed_out);
+  const auto [what, seconds] = served.get();
+  EXPECT_EQ(what, "cyan::net::tls_stream::accept: Connection timed out");
   EXPECT_GE(seconds, 0.2);
   EXPECT_LT(seconds, 5.0);
+}
+
+TEST(tls, a_server_that_sends_nothing_times_out_the_clients_handshake_naming_connect) {
+  loopback net;
+  const tls_context context = client_context();
+  auto held = co_spawn(net.server_thread, [&]() -> task<std::size_t> {
+    tcp_socket raw = co_await net.listener.accept(10s);
+    std::byte hello[4096];
+    std::size_t n = 0;
+    while (co_await raw.read_some(hello, 10s) > 0) {  // the client hello, then the client's end
+      ++n;
+    }
+    co_return n;
+  });
+  const std::optional<std::system_error> failure =
+      run_on(net.client_thread, [&]() -> task<std::optional<std::system_error>> {
+        tcp_socket raw = co_await tcp_socket::connect(net.address, 10s);
+        co_return co_await error_of(
+            tls_stream::connect(std::move(raw), context, "localhost", 200ms));
+      });
+  EXPECT_GE(held.get(), 1u);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->code(), std::errc::timed_out);
+  EXPECT_STREQ(failure->what(), "cyan::net::tls_stream::connect: Connection timed out");
 }
 
 TEST(tls, garbage_instead_of_a_client_hello_fails_cleanly_and_the_next_client_is_served) {
@@ -564,20 +614,97 @@ TEST(tls, a_read_timeout_leaves_the_stream_usable) {
     (void)co_await s.shutdown(5s);
     co_return 0;
   });
-  const auto [code, got] =
+  const auto [failure, got] = net.connect(
+      client_context(), "localhost",
+      [](tls_stream& s) -> task<std::pair<std::optional<std::system_error>, std::string>> {
+        std::byte buffer[8];
+        auto failure = co_await error_of(s.read_some(buffer, 50ms));
+        co_await s.write_all(cyan::net::buffer(std::string_view("g")), 10s);
+        std::string got(4, '\0');
+        co_await s.read_exact(cyan::net::buffer(got), 10s);
+        (void)co_await s.shutdown(5s);
+        co_return std::pair{ failure, got };
+      });
+  served.get();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->code(), std::errc::timed_out);
+  // The call the user made, its reason once: not tcp_socket::read_some's, under the stream.
+  EXPECT_STREQ(failure->what(), "cyan::net::tls_stream::read_some: Connection timed out");
+  EXPECT_EQ(got, "late");
+}
+
+TEST(tls, a_read_exact_that_times_out_names_read_exact_once_and_counts_the_bytes_it_kept) {
+  loopback net;
+  auto served = net.serve_one(server_context(), [](tls_stream& s) -> task<int> {
+    co_await s.write_all(cyan::net::buffer(std::string_view("abc")), 10s);
+    std::byte go[1];
+    co_await s.read_exact(go, 10s);
+    co_await s.write_all(cyan::net::buffer(std::string_view("defghij")), 10s);
+    (void)co_await s.shutdown(5s);
+    co_return 0;
+  });
+  const auto [failure, rest] =
       net.connect(client_context(), "localhost",
-                  [](tls_stream& s) -> task<std::pair<std::error_code, std::string>> {
-                    std::byte buffer[8];
-                    auto failure = co_await error_of(s.read_some(buffer, 50ms));
+                  [](tls_stream& s) -> task<std::pair<transfer_failure, std::string>> {
+                    // Until the record of "abc" is in: then the read keeps it, and times out.
+                    ::pollfd readable{ s.next_layer().native_handle(), POLLIN, 0 };
+                    EXPECT_EQ(::poll(&readable, 1, 10'000), 1);
+                    std::string got(10, '\0');
+                    const transfer_failure failure =
+                        co_await transfer_failure_of(s.read_exact(cyan::net::buffer(got), 100ms));
                     co_await s.write_all(cyan::net::buffer(std::string_view("g")), 10s);
-                    std::string got(4, '\0');
-                    co_await s.read_exact(cyan::net::buffer(got), 10s);
+                    co_await s.read_exact(
+                        cyan::net::buffer(got).subspan(failure.bytes, 10 - failure.bytes), 10s);
                     (void)co_await s.shutdown(5s);
-                    co_return std::pair{ failure ? failure->code() : std::error_code{}, got };
+                    co_return std::pair{ failure, got };
                   });
   served.get();
-  EXPECT_EQ(code, std::errc::timed_out);
-  EXPECT_EQ(got, "late");
+  EXPECT_EQ(failure.code, std::errc::timed_out);
+  EXPECT_EQ(failure.what, "cyan::net::tls_stream::read_exact: Connection timed out");
+  EXPECT_EQ(failure.bytes, 3u);
+  EXPECT_EQ(rest, "abcdefghij");
+}
+
+// The issue's program: an echo whose client leaves without shutdown(). The server writes once
+// the client's end is in (its FIN, seen under TLS without reading it) until the kernel says the
+// peer is gone: each failure names the call the user made and says its reason once ("Broken
+// pipe", not "tcp_socket::write_all: Broken pipe: Broken pipe: Broken pipe").
+TEST(tls, writes_to_a_client_that_left_without_shutdown_fail_naming_the_call_once) {
+  loopback net;
+  auto served =
+      net.serve_one(server_context(), [](tls_stream& s) -> task<std::vector<transfer_failure>> {
+        std::string ping(4, '\0');
+        co_await s.read_exact(cyan::net::buffer(ping), 10s);
+        co_await s.write_all(cyan::net::buffer(ping), 10s);
+        ::pollfd ended{ s.next_layer().native_handle(), POLLRDHUP, 0 };
+        EXPECT_EQ(::poll(&ended, 1, 10'000), 1);
+        // The first write after the peer's end goes out and draws its reset (bounded: 100).
+        std::vector<transfer_failure> failures;
+        for (int attempt = 0; attempt < 100 && failures.empty(); ++attempt) {
+          transfer_failure f = co_await transfer_failure_of(
+              s.write_all(cyan::net::buffer(std::string_view("x")), 10s));
+          if (f.code) {
+            failures.push_back(std::move(f));
+          }
+        }
+        failures.push_back(co_await transfer_failure_of(
+            s.write_some(cyan::net::buffer(std::string_view("yz")), 10s)));
+        co_return failures;
+      });
+  net.connect(client_context(), "localhost", [](tls_stream& s) -> task<int> {
+    co_await s.write_all(cyan::net::buffer(std::string_view("ping")), 10s);
+    std::string echoed(4, '\0');
+    co_await s.read_exact(cyan::net::buffer(echoed), 10s);
+    co_return 0;  // the stream closes without close_notify
+  });
+  const std::vector<transfer_failure> failures = served.get();
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0].code, std::errc::broken_pipe);
+  EXPECT_EQ(failures[0].what, "cyan::net::tls_stream::write_all: Broken pipe");
+  EXPECT_EQ(failures[0].bytes, 1u);  // taken into a record (see write_all)
+  EXPECT_EQ(failures[1].code, std::errc::broken_pipe);
+  EXPECT_EQ(failures[1].what, "cyan::net::tls_stream::write_some: Broken pipe");
+  EXPECT_EQ(failures[1].bytes, 2u);
 }
 
 TEST(tls, a_stop_request_ends_a_pending_read_with_operation_canceled) {
@@ -630,13 +757,17 @@ std::string quoted(const std::string& script) {
   return result + "'";
 }
 
+// Python's start (the interpreter, the ssl module, the CA file) takes seconds on a loaded
+// machine: the server starts its accept, with its 10 s limit, once the client says it is about
+// to connect, so that no wait of the server's counts that start.
 TEST(tls_interop, a_python_ssl_client_talks_to_a_cyan_server) {
   loopback net;
-  auto served = net.serve_one(server_context("server", { "http/1.1" }), echo);
+  const tls_context context = server_context("server", { "http/1.1" });
   const std::string script = R"(
 import socket, ssl, sys
 context = ssl.create_default_context(cafile=sys.argv[1])
 context.set_alpn_protocols(['http/1.1'])
+print('connecting', flush=True)
 with socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=20) as raw:
     with context.wrap_socket(raw, server_hostname='localhost') as s:
         sent = b''.join(b'line %d from python\n' % i for i in range(2000))
@@ -651,6 +782,10 @@ with socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=20) as ra
   process python = start("python3 -c " + quoted(script) + " " + file("ca.crt").string() + " " +
                          std::to_string(net.address.port()));
   ASSERT_NE(python, nullptr);
+  char line[32] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, python.get()), nullptr);
+  ASSERT_STREQ(line, "connecting\n");
+  auto served = net.serve_one(context, echo);
   const std::string output = read_all(python.get());
   EXPECT_EQ(output, "ok 42890 http/1.1\n");
   EXPECT_EQ(served.get(), 42890u);

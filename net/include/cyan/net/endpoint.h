@@ -14,8 +14,9 @@ namespace cyan::net {
 
 /// A socket address: IPv4 (`127.0.0.1:8080`), IPv6 (`[::1]:8080`, with an optional zone:
 /// `[fe80::1%lo]:80`) or Unix-domain (`unix:/run/x.sock`; `unix:@name` for Linux's abstract
-/// namespace). A plain value: copyable, comparable, hashable. Port 0 means "any free port"
-/// when binding. [any thread]
+/// namespace, whose names may hold a NUL: written `\0` in the text, and a backslash `\\`).
+/// A plain value: copyable, comparable, hashable. Port 0 means "any free port" when binding.
+/// [any thread]
 class endpoint {
  public:
   /// 0.0.0.0:0 (IPv4, any address, any port).
@@ -24,7 +25,8 @@ class endpoint {
   /// Parses the forms above (numeric addresses only: use resolve() for host names). The port is
   /// decimal, 0..65535, and required for IPv4 and IPv6. Throws std::invalid_argument naming the
   /// string (a NUL shown as `\0`) when it is malformed, holds a NUL anywhere, or a Unix path is
-  /// empty or longer than sockaddr_un holds.
+  /// empty or longer than sockaddr_un holds. In an abstract name `\0` is a NUL and `\\` a
+  /// backslash; a backslash before any other character is itself.
   [[nodiscard]] static endpoint parse(std::string_view text);
 
   /// 127.0.0.1:port, [::1]:port, 0.0.0.0:port, [::]:port.
@@ -33,8 +35,9 @@ class endpoint {
   [[nodiscard]] static endpoint any_v4(std::uint16_t port = 0) noexcept;
   [[nodiscard]] static endpoint any_v6(std::uint16_t port = 0) noexcept;
 
-  /// A Unix-domain endpoint for `path` (a leading '@' names the abstract namespace). Throws
-  /// std::invalid_argument when the path is empty, too long for sockaddr_un or holds a NUL.
+  /// A Unix-domain endpoint for `path` (a leading '@' names the abstract namespace: the name's
+  /// bytes, a NUL among them allowed, as path() gives them). Throws std::invalid_argument when
+  /// the path is empty, too long for sockaddr_un, or a path name that holds a NUL.
   [[nodiscard]] static endpoint unix_socket(std::string_view path);
 
   /// Copies an address the kernel filled in (accept, getsockname, recvfrom, getaddrinfo).
@@ -60,10 +63,13 @@ class endpoint {
   /// The numeric address without the port (`127.0.0.1`, `::1`, `fe80::1%lo` with its zone) or,
   /// for Unix-domain, the path.
   [[nodiscard]] std::string address() const;
-  /// The Unix-domain path ('@' first for the abstract namespace); empty for IP endpoints.
+  /// The Unix-domain path ('@' first for the abstract namespace, then the name's bytes as they
+  /// are, a NUL included); empty for IP endpoints.
   [[nodiscard]] std::string path() const;
 
-  /// The form parse() reads: `127.0.0.1:8080`, `[::1]:8080`, `unix:/run/x.sock`.
+  /// The form parse() reads, which parses back to this endpoint: `127.0.0.1:8080`,
+  /// `[::1]:8080`, `unix:/run/x.sock`, `unix:@name` (a NUL in the name as `\0`, a backslash as
+  /// `\\`).
   [[nodiscard]] std::string to_string() const;
 
   /// Equal when family, address, port (and IPv6 zone) or path are equal. The order is by family,

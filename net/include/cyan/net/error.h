@@ -28,8 +28,15 @@ enum class error {
 /// What read_exact() and write_all() throw when they fail: a std::system_error with the same
 /// code (timed_out, operation_canceled, end_of_stream, ECONNRESET, ...) that also tells how many
 /// bytes moved before the failure, so that a caller can go on where the operation stopped.
+///
+/// Its what(), as every cyan::net failure's, is "<the call the user made>: <the reason>", the
+/// reason once: "cyan::net::tls_stream::write_all: Broken pipe". A layer over another
+/// (tls_stream over its tcp_socket) rethrows the inner failure's code with its own call's name
+/// as `what`, never the inner what().
 class transfer_error : public std::system_error {
  public:
+  /// `what` is the call's name ("cyan::net::tls_stream::read_exact"); std::system_error adds
+  /// ": " and the code's message.
   transfer_error(std::error_code code, const std::string& what, std::size_t bytes_transferred)
       : std::system_error(code, what), bytes_transferred_(bytes_transferred) {}
 

@@ -141,7 +141,8 @@ class tls_context {
 /// The ends of a stream: read_some() returns 0 once the peer sent close_notify (a clean end);
 /// a peer that ends the TCP stream without it makes reads fail with tls_error::truncated.
 /// shutdown() sends close_notify. Errors: std::system_error in tls_category() (OpenSSL's
-/// reason), in std::generic_category() for the socket's (ECONNRESET, ...).
+/// reason), in std::generic_category() for the socket's (ECONNRESET, ...), named after the
+/// tls_stream call ("cyan::net::tls_stream::write_all: Broken pipe"), not the socket's.
 class tls_stream {
  public:
   /// Not open.
