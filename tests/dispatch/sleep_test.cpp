@@ -279,16 +279,19 @@ TEST(sleep, a_stop_request_racing_the_finish_ends_the_sleep_once) {
   }
 }
 
-// Many tasks hop from A to B and sleep there, each with a stop source of its own; two threads
-// request their stops while B finishes. Each sleep ends exactly once: by its stop (the task
-// resumes on B and reports operation_canceled) or by B's teardown (the task is destroyed and
-// its spawn reports task_cancelled); none sleeps on, none resumes as if its sleep had passed,
-// every frame is destroyed (the ASan and TSan lanes check that nothing touches a freed one).
+// Many tasks hop from A to B and sleep there, each with a stop source of its own. Half of the
+// stops are requested by a thread racing B's finish, the other half by a thread B's
+// on_finalize() starts and joins (after B refuses posts, before its teardown destroys the
+// wheel: their cancel jobs are refused). Each sleep ends exactly once: by its stop (the task
+// resumes on B and reports operation_canceled) or by B's teardown (the task is destroyed and its
+// spawn reports task_cancelled); none resumes as if its sleep had passed, every frame is
+// destroyed (the ASan and TSan lanes check that nothing touches a freed one).
 TEST(sleep, stop_requests_racing_the_finish_end_every_sleep_once) {
   constexpr int kSleepers = 16;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < 20; ++round) {
+    finalize_hook hook;
     handler_thread a;
-    std::optional<handler_thread> b(std::in_place);
+    std::optional<handler_thread> b(std::in_place, hook);
     std::vector<std::stop_source> stops(kSleepers);
     std::vector<future<void>> ends;
     std::atomic<int> sleeping{ 0 };
@@ -318,12 +321,11 @@ TEST(sleep, stop_requests_racing_the_finish_end_every_sleep_once) {
         stops[static_cast<std::size_t>(i)].request_stop();
       }
     };
+    hook.at_finalize = [&request_stops] { std::thread(request_stops, 1).join(); };
     std::thread even(request_stops, 0);
-    std::thread odd(request_stops, 1);
     b->stop();
     b->join();
     even.join();
-    odd.join();
     int canceled = 0;
     int destroyed_by_finish = 0;
     for (future<void>& end : ends) {
