@@ -4,7 +4,10 @@
 //   thread's) throws std::logic_error before it does anything;
 // - a task that hopped to a handler thread and waits there on a socket is destroyed when that
 //   thread finishes (its spawn executor's stop(drain) does not wait for it for ever), and
-//   nothing touches freed memory, also when a stop request races the finish.
+//   nothing touches freed memory, also when a stop request races the finish;
+// - an idle socket closed or destroyed on another thread (a handler thread, main, a plain
+//   std::thread) is closed by its own thread, its descriptor open until then, or at once where it
+//   is dropped when its thread has finished.
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -130,7 +133,7 @@ TEST(socket_threads, every_operation_in_a_thread_pool_task_throws_before_doing_a
                      co_return co_await failure_of(receiver.receive_from(byte, 50ms));
                    }),
             std::errc::timed_out);
-  run_on(h, [&]() -> task<> {  // on their thread: closing elsewhere races the loop
+  run_on(h, [&]() -> task<> {  // on their thread: closed at once, not in its next round
     client.close();
     server.close();
     receiver = udp_socket();
@@ -387,7 +390,7 @@ class hopped_reader {
   hopped_reader(const hopped_reader&) = delete;
   hopped_reader& operator=(const hopped_reader&) = delete;
   ~hopped_reader() {
-    run_on(server_, [this]() -> task<> {  // on their thread: closing elsewhere races the loop
+    run_on(server_, [this]() -> task<> {  // on their thread: closed at once
       peer_.close();
       listener_.close();
       co_return;
