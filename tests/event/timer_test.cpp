@@ -330,20 +330,22 @@ TEST_F(timer_test, remaining_counts_down) {
 }
 
 // A callback that keeps the loop thread for 200 ms: remaining() counts that time, though the
-// loop's time is still its round's start. Tolerance: 10 ms either way (the countdown starts from
-// start()'s own clock reading, a little after t0).
+// loop's time is still its round's start. The deadline lies between the clock readings just
+// before and after start(); remaining() is the deadline less a reading between those around
+// the call. Tolerance: 10 ms either way.
 TEST_F(timer_test, remaining_counts_the_time_a_callback_keeps_the_loop_thread) {
   constexpr auto kBusy = 200ms;
   constexpr auto kTolerance = 10ms;
   timer t{ loop_ };
   t.set_timeout(10s);
   clock_type::time_point before_start;
+  clock_type::time_point after_start;
   clock_type::time_point before_remaining;
   clock_type::time_point after_remaining;
   timer::duration left{};
   timer busy{ loop_ };
   busy.set_callback([&] {
-    while (clock_type::now() - before_start < kBusy) {
+    while (clock_type::now() - after_start < kBusy) {
     }
     before_remaining = clock_type::now();
     left = t.remaining();
@@ -352,9 +354,10 @@ TEST_F(timer_test, remaining_counts_the_time_a_callback_keeps_the_loop_thread) {
   });
   before_start = clock_type::now();
   t.start();
+  after_start = clock_type::now();
   busy.start();  // zero timeout: the next round
   ASSERT_TRUE(run_until_stopped(loop_));
-  const timer::duration most = 10s - (before_remaining - before_start) + kTolerance;
+  const timer::duration most = 10s - (before_remaining - after_start) + kTolerance;
   const timer::duration least = 10s - (after_remaining - before_start) - kTolerance;
   EXPECT_LE(left, most) << "remaining() did not count the " << kBusy.count() << " ms spent";
   EXPECT_GE(left, least);
