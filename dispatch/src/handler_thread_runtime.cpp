@@ -10,6 +10,7 @@
 
 #include "cyan/common/thread.h"
 #include "cyan/dispatch/detail/idle_hook.h"
+#include "cyan/dispatch/detail/thread_anchor.h"
 #include "cyan/dispatch/detail/thread_bound_wait.h"
 #include "cyan/dispatch/sleep.h"
 #include "cyan/event/detail/ring.h"
@@ -104,6 +105,7 @@ void handler_thread_runtime::set_up() {
   // The thread's coroutines call it (or its pool) home: see detail/coro_env.h.
   this_thread_home.thread = executor_access::ref(owner_);
   this_thread_home.executor = hook_ != nullptr ? hook_->home() : this_thread_home.thread;
+  thread_anchor::set_up_this_thread(this_thread_home.thread);
   if (!options_.name.empty()) {
     this_thread::set_name(options_.name);
   }
@@ -142,8 +144,9 @@ void handler_thread_runtime::set_up() {
 }
 
 void handler_thread_runtime::tear_down() noexcept {
-  end_this_thread_waits();         // waits of tasks from elsewhere (see thread_bound_wait.h)
-  reset_this_thread_wait_wheel();  // ends the timed waits still pending (see timed_wait.h)
+  thread_anchor::run_handed_over();  // closes from elsewhere, while the ring is whole
+  end_this_thread_waits();           // waits of tasks from elsewhere (see thread_bound_wait.h)
+  reset_this_thread_wait_wheel();    // ends the timed waits still pending (see timed_wait.h)
   event::detail::ring::reset_this_thread();  // after the tasks: it waits for what is in flight
   timer_.reset();
   nap_.reset();
@@ -151,6 +154,7 @@ void handler_thread_runtime::tear_down() noexcept {
   if (loop_) {
     loop_->set_error_handler(nullptr);  // it captured `this`
   }
+  thread_anchor::end_this_thread();  // last: what is handed over from now on runs elsewhere
 }
 
 void handler_thread_runtime::main() noexcept {

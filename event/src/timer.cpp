@@ -34,6 +34,11 @@ clock_type::time_point from_libev_time(double deadline) noexcept {
   return at == clock_type::time_point::max() ? at : at + clock_type::duration(1);
 }
 
+// A loop::clock time on libev's timer clock (the inverse of from_libev_time, without its tick).
+double to_libev_time(clock_type::time_point at) noexcept {
+  return timer::duration(at.time_since_epoch()).count();
+}
+
 }  // namespace
 
 timer::timer(std::shared_ptr<loop> owner)
@@ -84,9 +89,9 @@ timer::duration timer::remaining() const noexcept {
   if (!is_active()) {
     return duration(0.0);
   }
-  // ev_timer_remaining does not modify the timer; it only takes a non-const pointer.
-  auto* raw_timer = const_cast<ev_timer*>(detail::as<ev_timer>(raw()));
-  const double left = ev_timer_remaining(get_loop()->native_handle(), raw_timer);
+  // Against a clock reading of its own, not libev's time of the last round (what
+  // ev_timer_remaining subtracts): a callback that ran long has used up part of the countdown.
+  const double left = detail::as<ev_timer>(raw())->at - to_libev_time(clock_type::now());
   return duration(left > 0.0 ? left : 0.0);
 }
 

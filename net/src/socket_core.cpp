@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <utility>
 
@@ -59,6 +61,13 @@ socket_core::socket_core(int fd) : fd_(fd) {
   }
 }
 
+socket_core::socket_core(socket_core& from, handing_over) noexcept
+    : fd_(std::exchange(from.fd_, -1)),
+      loop_(from.loop_),
+      ring_(from.ring_),
+      thread_(from.thread_),
+      multishot_(std::move(from.multishot_)) {}
+
 socket_core::~socket_core() {
   if (destroyed_ != nullptr) {
     *destroyed_ = true;
@@ -83,6 +92,7 @@ void socket_core::attach_here(const char* operation) {
   }
   ring_ = event::detail::ring::this_thread();  // throws when io_uring is chosen and refused
   loop_ = this_thread::get_event_loop();
+  thread_ = dispatch::detail::thread_anchor::this_thread();
   if (ring_ != nullptr) {
     return;  // the ring's completions tell what the watcher would
   }
@@ -108,6 +118,28 @@ void socket_core::close() noexcept {
   if (fd_ < 0) {
     return;
   }
+  if (thread_ && !has_waiters() && !loop_->is_loop_thread()) {
+    hand_close_to_thread();
+    return;
+  }
+  close_here();
+}
+
+// A close on another thread would race the socket's thread: its loop may still make a deferred
+// epoll_ctl() on the descriptor (libev reifies watcher changes in its next turn, and removes a
+// descriptor it reports events for that no watcher wants), and the number, once closed, may be
+// reused by a socket that loop then watches under the old one's state. What the close needs
+// moves to a core of its own, closed on the socket's thread (or here, once that has finished).
+void socket_core::hand_close_to_thread() noexcept {
+  std::unique_ptr<socket_core> moved(new (std::nothrow) socket_core(*this, handing_over{}));
+  if (!moved) {
+    close_here();  // out of memory: as before hand-overs, here
+    return;
+  }
+  thread_->run_on_thread([core = std::move(moved)] { core->close_here(); });
+}
+
+void socket_core::close_here() noexcept {
   if (watcher_) {
     watcher_->stop();
   }

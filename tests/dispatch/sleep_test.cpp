@@ -173,6 +173,12 @@ TEST(cancel, a_stop_request_ends_a_sleep_promptly_on_the_tasks_thread) {
   EXPECT_TRUE(o.on_home);
 }
 
+// Counts the frames that hold one as they are destroyed.
+struct counting_sentinel {
+  std::atomic<int>* count;
+  ~counting_sentinel() { count->fetch_add(1); }
+};
+
 // Sets `flag` when the frame that holds it is destroyed.
 struct frame_sentinel {
   std::atomic<bool>* flag;
@@ -270,6 +276,70 @@ TEST(sleep, a_stop_request_racing_the_finish_ends_the_sleep_once) {
     program.scope().join_blocking();
     EXPECT_TRUE(program.destroyed.load()) << "round " << round;
     EXPECT_FALSE(program.resumed.load()) << "round " << round;
+  }
+}
+
+// Many tasks hop from A to B and sleep there, each with a stop source of its own. Half of the
+// stops are requested by a thread racing B's finish, the other half by a thread B's
+// on_finalize() starts and joins (after B refuses posts, before its teardown destroys the
+// wheel: their cancel jobs are refused). Each sleep ends exactly once: by its stop (the task
+// resumes on B and reports operation_canceled) or by B's teardown (the task is destroyed and its
+// spawn reports task_cancelled); none resumes as if its sleep had passed, every frame is
+// destroyed (the ASan and TSan lanes check that nothing touches a freed one).
+TEST(sleep, stop_requests_racing_the_finish_end_every_sleep_once) {
+  constexpr int kSleepers = 16;
+  for (int round = 0; round < 20; ++round) {
+    finalize_hook hook;
+    handler_thread a;
+    std::optional<handler_thread> b(std::in_place, hook);
+    std::vector<std::stop_source> stops(kSleepers);
+    std::vector<future<void>> ends;
+    std::atomic<int> sleeping{ 0 };
+    std::atomic<int> destroyed{ 0 };
+    std::atomic<int> slept_through{ 0 };
+    for (int i = 0; i < kSleepers; ++i) {
+      ends.push_back(co_spawn(
+          a,
+          [&, target = &*b]() -> task<> {
+            const counting_sentinel sentinel{ &destroyed };
+            co_await target->schedule();
+            sleeping.fetch_add(1);
+            co_await sleep_for(1h);
+            slept_through.fetch_add(1);
+          },
+          stops[static_cast<std::size_t>(i)].get_token()));
+    }
+    // Every task sleeps once a job posted to B after the last one counted itself has run there.
+    const auto limit = clock_type::now() + 10s;
+    while (sleeping.load() < kSleepers && clock_type::now() < limit) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(sleeping.load(), kSleepers) << "round " << round;
+    b->post_awaitable([] {}).get();
+    auto request_stops = [&stops](int first) {
+      for (int i = first; i < kSleepers; i += 2) {
+        stops[static_cast<std::size_t>(i)].request_stop();
+      }
+    };
+    hook.at_finalize = [&request_stops] { std::thread(request_stops, 1).join(); };
+    std::thread even(request_stops, 0);
+    b->stop();
+    b->join();
+    even.join();
+    int canceled = 0;
+    int destroyed_by_finish = 0;
+    for (future<void>& end : ends) {
+      try {
+        end.get();
+      } catch (const std::system_error& e) {
+        canceled += is_canceled(e) ? 1 : 0;
+      } catch (const cyan::dispatch::task_cancelled&) {
+        ++destroyed_by_finish;
+      }
+    }
+    EXPECT_EQ(canceled + destroyed_by_finish, kSleepers) << "round " << round;
+    EXPECT_EQ(destroyed.load(), kSleepers) << "round " << round;
+    EXPECT_EQ(slept_through.load(), 0) << "round " << round;
   }
 }
 

@@ -329,6 +329,40 @@ TEST_F(timer_test, remaining_counts_down) {
   EXPECT_EQ(t.remaining(), timer::duration(0));
 }
 
+// A callback that keeps the loop thread for 200 ms: remaining() counts that time, though the
+// loop's time is still its round's start. The deadline lies between the clock readings just
+// before and after start(); remaining() is the deadline less a reading between those around
+// the call. Tolerance: 10 ms either way.
+TEST_F(timer_test, remaining_counts_the_time_a_callback_keeps_the_loop_thread) {
+  constexpr auto kBusy = 200ms;
+  constexpr auto kTolerance = 10ms;
+  timer t{ loop_ };
+  t.set_timeout(10s);
+  clock_type::time_point before_start;
+  clock_type::time_point after_start;
+  clock_type::time_point before_remaining;
+  clock_type::time_point after_remaining;
+  timer::duration left{};
+  timer busy{ loop_ };
+  busy.set_callback([&] {
+    while (clock_type::now() - after_start < kBusy) {
+    }
+    before_remaining = clock_type::now();
+    left = t.remaining();
+    after_remaining = clock_type::now();
+    loop_->stop();
+  });
+  before_start = clock_type::now();
+  t.start();
+  after_start = clock_type::now();
+  busy.start();  // zero timeout: the next round
+  ASSERT_TRUE(run_until_stopped(loop_));
+  const timer::duration most = 10s - (before_remaining - after_start) + kTolerance;
+  const timer::duration least = 10s - (after_remaining - before_start) - kTolerance;
+  EXPECT_LE(left, most) << "remaining() did not count the " << kBusy.count() << " ms spent";
+  EXPECT_GE(left, least);
+}
+
 TEST_F(timer_test, rejects_negative_durations_and_null_loops) {
   timer t{ loop_ };
   EXPECT_THROW(t.set_timeout(-1ms), std::invalid_argument);

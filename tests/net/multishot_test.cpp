@@ -289,9 +289,10 @@ TEST(multishot, a_socket_destroyed_with_its_receive_armed_leaves_nothing_for_a_l
   reader.get();
 }
 
-// Destroyed on the main thread, the socket cannot cancel its receive on its ring: the receive
-// is handed to the ring's thread, ended by a shutdown (the peer reads end of stream) and freed
-// there, its buffers given back.
+// Destroyed on the main thread, the socket cannot cancel its receive on its ring: its close is
+// handed to the ring's thread, which ends the receive there (its buffers given back, nothing of
+// it left in flight) before it closes the descriptor, whose end of stream the peer then reads:
+// once the peer has read it, the reader's thread has nothing left of the receive.
 TEST(multishot, a_socket_destroyed_on_another_thread_hands_its_receive_to_its_ring) {
   connected_pair pair;
   auto accepted = co_spawn(pair.reader_thread, [&]() -> task<tcp_socket> {
@@ -312,15 +313,18 @@ TEST(multishot, a_socket_destroyed_on_another_thread_hands_its_receive_to_its_ri
   }  // destroyed here, on the main thread, its receive armed
   EXPECT_EQ(peer.get(), 0u) << "the peer reads end of stream";
   co_spawn(pair.reader_thread, []() -> task<> {
-    co_await sleep_for(50ms);  // the receive's last completion has come
+    if (const ring* r = ring::this_thread_if_set_up(); r != nullptr) {
+      EXPECT_EQ(r->in_flight(), 0u) << "the receive is still in flight";
+    }
     expect_buffers_back();
+    co_return;
   }).get();
 }
 
 // The same as an example program does it (echo_client: the socket outlives its thread's last
-// task and is destroyed on the main thread just before the thread ends): the receive handed
-// to the ring is freed by the ring's teardown, which runs its last completion. The ASan lane's
-// leak check catches a receive left behind.
+// task and is destroyed on the main thread just before the thread ends): the close handed to
+// the thread runs in its finish, which ends the receive while the ring is whole. The ASan
+// lane's leak check catches a receive left behind.
 TEST(multishot, a_receive_handed_to_a_ring_that_ends_at_once_is_freed_with_the_ring) {
   auto reader_thread = std::make_unique<handler_thread>();
   handler_thread peer_thread;

@@ -4,7 +4,14 @@
 //   thread's) throws std::logic_error before it does anything;
 // - a task that hopped to a handler thread and waits there on a socket is destroyed when that
 //   thread finishes (its spawn executor's stop(drain) does not wait for it for ever), and
-//   nothing touches freed memory, also when a stop request races the finish.
+//   nothing touches freed memory, also when a stop request races the finish;
+// - an idle socket closed or destroyed on another thread (a handler thread, main, a plain
+//   std::thread) is closed by its own thread, its descriptor open until then, or at once where it
+//   is dropped when its thread has finished.
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +20,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -124,7 +133,7 @@ TEST(socket_threads, every_operation_in_a_thread_pool_task_throws_before_doing_a
                      co_return co_await failure_of(receiver.receive_from(byte, 50ms));
                    }),
             std::errc::timed_out);
-  run_on(h, [&]() -> task<> {  // on their thread: closing elsewhere races the loop
+  run_on(h, [&]() -> task<> {  // on their thread: closed at once, not in its next round
     client.close();
     server.close();
     receiver = udp_socket();
@@ -139,6 +148,199 @@ TEST(socket_threads, a_task_on_the_global_pool_is_refused_too) {
               co_return co_await refusal_of(tcp_socket::connect(address, 5s));
             }).get(),
             "refused");
+}
+
+// ---- a socket closed on another thread ----
+
+// A connection whose client end was made and used in a task on `home` that has ended: the
+// client sent "ping", the server end (accepted on `server`) answered "pong" and shut its
+// sending side, so that `home`'s loop sees the idle client readable (libev then takes the
+// descriptor out of its epoll set in a later turn: an epoll_ctl() of its own).
+class idle_connection {
+ public:
+  idle_connection(handler_thread& home, handler_thread& server, tcp_listener& listener)
+      : server_(server) {
+    auto accepted = co_spawn(server, [&listener]() -> task<tcp_socket> {
+      tcp_socket s = co_await listener.accept(5s);
+      std::byte ping[4];
+      co_await s.read_exact(ping, 5s);
+      co_await s.write_all(cyan::net::buffer("pong"), 5s);
+      s.shutdown_send();
+      co_return s;
+    });
+    client = run_on(home, [&listener]() -> task<tcp_socket> {
+      tcp_socket s = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
+      co_await s.write_all(cyan::net::buffer("ping"), 5s);
+      std::byte pong[4];
+      co_await s.read_exact(pong, 5s);
+      co_return s;
+    });
+    server_end_ = accepted.get();
+    client_fd = client.native_handle();
+  }
+
+  idle_connection(const idle_connection&) = delete;
+  idle_connection& operator=(const idle_connection&) = delete;
+  ~idle_connection() {
+    run_on(server_, [this]() -> task<> {
+      server_end_.close();
+      co_return;
+    });
+  }
+
+  // What the server end reads before the client's end of stream: no byte (the client sent only
+  // its ping). Throws std::system_error (timed_out) when the client end is never closed.
+  std::size_t bytes_before_end_of_stream() {
+    return run_on(server_, [this]() -> task<std::size_t> {
+      std::byte rest[16];
+      std::size_t total = 0;
+      for (int reads = 0; reads < 16; ++reads) {
+        const std::size_t n = co_await server_end_.read_some(rest, 5s);
+        if (n == 0) {
+          break;
+        }
+        total += n;
+      }
+      co_return total;
+    });
+  }
+
+  tcp_socket client;
+  int client_fd = -1;
+
+ private:
+  handler_thread& server_;
+  tcp_socket server_end_;
+};
+
+// Where a test drops a socket: on the test's main thread, in a job on another handler thread,
+// or on a std::thread of its own.
+enum class dropped_on { main_thread, handler_thread, plain_thread };
+constexpr dropped_on kDroppedOn[] = { dropped_on::main_thread, dropped_on::handler_thread,
+                                      dropped_on::plain_thread };
+
+void destroy_on(dropped_on where, tcp_socket socket, handler_thread& other) {
+  switch (where) {
+    case dropped_on::main_thread: {
+      const tcp_socket doomed = std::move(socket);
+      break;
+    }
+    case dropped_on::handler_thread:
+      other.post_awaitable([doomed = std::move(socket)] {}).get();
+      break;
+    case dropped_on::plain_thread:
+      std::thread([doomed = std::move(socket)] {}).join();
+      break;
+  }
+}
+
+// Keeps `thread` inside a job (its loop does not turn) until release() or destruction.
+class held_thread {
+ public:
+  explicit held_thread(handler_thread& thread) {
+    std::promise<void> entered;
+    std::future<void> inside = entered.get_future();
+    thread.post([&entered, released = released_.get_future().share()] {
+      entered.set_value();
+      released.wait();
+    });
+    inside.wait();
+  }
+  held_thread(const held_thread&) = delete;
+  held_thread& operator=(const held_thread&) = delete;
+  ~held_thread() { release(); }
+  void release() {
+    if (!released_set_) {
+      released_set_ = true;
+      released_.set_value();
+    }
+  }
+
+ private:
+  std::promise<void> released_;
+  bool released_set_ = false;
+};
+
+bool is_open_descriptor(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
+
+// The program: the socket of a connection whose task ended on `home` is dropped on
+// another thread. Its close is home's: while home is busy, the descriptor stays open (so no new
+// socket gets its number while home's loop still has it), and once home turns its loop the
+// peer reads end of stream.
+TEST(socket_threads, a_socket_destroyed_on_another_thread_is_closed_by_its_own_thread) {
+  handler_thread home;
+  handler_thread server;
+  handler_thread other;
+  tcp_listener listener = tcp_listener::bind(endpoint::loopback_v4());
+  for (const dropped_on where : kDroppedOn) {
+    SCOPED_TRACE(static_cast<int>(where));
+    idle_connection connection(home, server, listener);
+    {
+      held_thread held(home);
+      destroy_on(where, std::move(connection.client), other);
+      EXPECT_TRUE(is_open_descriptor(connection.client_fd))
+          << "closed off its thread while its thread's loop still has it";
+      const int next = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      EXPECT_NE(next, connection.client_fd) << "its number went to a new socket";
+      ::close(next);
+    }
+    EXPECT_EQ(connection.bytes_before_end_of_stream(), 0u);
+  }
+}
+
+// The same, many times and without holding home, for the TSan lane: the close races nothing of
+// home's loop (before, it raced the epoll_ctl() home's loop made for the readable idle socket).
+TEST(socket_threads, sockets_destroyed_on_other_threads_race_nothing_of_their_threads) {
+  handler_thread home;
+  handler_thread server;
+  handler_thread other;
+  tcp_listener listener = tcp_listener::bind(endpoint::loopback_v4());
+  for (int round = 0; round < 60; ++round) {
+    idle_connection connection(home, server, listener);
+    destroy_on(kDroppedOn[round % 3], std::move(connection.client), other);
+    EXPECT_EQ(connection.bytes_before_end_of_stream(), 0u) << "round " << round;
+  }
+}
+
+// When the socket's thread has finished (or is gone), the close is made at once where the
+// socket is dropped.
+TEST(socket_threads, a_socket_whose_thread_finished_is_closed_where_it_is_dropped) {
+  handler_thread server;
+  handler_thread other;
+  tcp_listener listener = tcp_listener::bind(endpoint::loopback_v4());
+  for (const bool thread_destroyed : { false, true }) {
+    for (const dropped_on where : kDroppedOn) {
+      auto home = std::make_unique<handler_thread>();
+      idle_connection connection(*home, server, listener);
+      home->stop();
+      home->join();
+      if (thread_destroyed) {
+        home.reset();
+      }
+      destroy_on(where, std::move(connection.client), other);
+      EXPECT_FALSE(is_open_descriptor(connection.client_fd));
+      EXPECT_EQ(connection.bytes_before_end_of_stream(), 0u);
+    }
+  }
+}
+
+// The drop races the thread's finish: whichever comes first, the descriptor is closed once (the
+// test's descriptor check) and the peer reads end of stream.
+TEST(socket_threads, a_socket_destroyed_while_its_thread_finishes_is_closed_once) {
+  handler_thread server;
+  handler_thread other;
+  tcp_listener listener = tcp_listener::bind(endpoint::loopback_v4());
+  for (int round = 0; round < 30; ++round) {
+    handler_thread home;
+    idle_connection connection(home, server, listener);
+    std::thread dropper([&connection] { const tcp_socket doomed = std::move(connection.client); });
+    home.stop();
+    home.join();
+    dropper.join();
+    EXPECT_EQ(connection.bytes_before_end_of_stream(), 0u) << "round " << round;
+  }
 }
 
 // Ends the test process when `join` has not returned within 20 s: a hang is a failure here.
@@ -188,7 +390,7 @@ class hopped_reader {
   hopped_reader(const hopped_reader&) = delete;
   hopped_reader& operator=(const hopped_reader&) = delete;
   ~hopped_reader() {
-    run_on(server_, [this]() -> task<> {  // on their thread: closing elsewhere races the loop
+    run_on(server_, [this]() -> task<> {  // on their thread: closed at once
       peer_.close();
       listener_.close();
       co_return;

@@ -53,7 +53,8 @@ class timer : public detail::basic_watcher<> {
   /// now, then every `repeat`, whether it was active or not. Drops an expiry not yet delivered.
   void reset();
 
-  /// Time left until the next expiry; zero when inactive.
+  /// Time left until the next expiry, by a clock reading taken now (not the loop's time of
+  /// its last round: a callback that ran long has used up part of it); zero when inactive.
   [[nodiscard]] duration remaining() const noexcept;
 
  private:

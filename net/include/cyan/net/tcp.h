@@ -77,7 +77,12 @@ class socket_handle {
 ///
 /// Thread rules: a socket belongs to the handler thread that created or accepted it (one made
 /// outside any handler thread belongs to the first that uses it). Every member is that
-/// thread's; debug builds abort with a message when another thread uses it. An operation in a
+/// thread's; debug builds abort with a message when another thread uses it. Except: any thread
+/// may close() or destroy a socket without a pending operation (a connection dropped elsewhere
+/// after its task ended); off its thread the close is handed to the socket's thread, without
+/// blocking, and the descriptor stays open until that thread closes it in a later round (its
+/// loop may still watch it; its number is not reused meanwhile), or is closed at once when that
+/// thread has finished. An operation in a
 /// task on a thread_pool (the global pool included) throws std::logic_error before doing
 /// anything: a pool task resumes on any worker. To hand a connection to another thread,
 /// release() it and adopt() the handle there. When the socket's thread finishes while an
@@ -199,7 +204,8 @@ class tcp_socket {
   void shutdown_send();
 
   /// Closes the socket; its pending operations resume with operation_canceled. Does nothing
-  /// when not open.
+  /// when not open. On another thread (no operation pending) the descriptor is closed by the
+  /// socket's thread (see the thread rules above).
   void close() noexcept;
 
   [[nodiscard]] bool is_open() const noexcept { return core_ != nullptr && core_->is_open(); }
@@ -277,8 +283,10 @@ class tcp_listener {
     return accept_within(detail::to_timeout(limit));
   }
 
-  /// Stops listening (the descriptor is closed at once); a pending accept() resumes with
-  /// operation_canceled — one that backs off after EMFILE, when its wait of up to 50 ms ends.
+  /// Stops listening (the descriptor is closed at once; on another thread, without a pending
+  /// accept(), by the listener's thread, as tcp_socket::close()); a pending accept() resumes
+  /// with operation_canceled — one that backs off after EMFILE, when its wait of up to 50 ms
+  /// ends.
   void close() noexcept;
 
   [[nodiscard]] bool is_open() const noexcept {

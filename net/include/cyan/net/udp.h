@@ -19,7 +19,8 @@ namespace cyan::net {
 /// connected socket, EMSGSIZE, ...).
 ///
 /// Thread rules: as tcp_socket — the socket belongs to the handler thread that created it (or
-/// that first used one created elsewhere); debug builds abort when another thread uses it.
+/// that first used one created elsewhere); debug builds abort when another thread uses it, but
+/// any thread may close or destroy an idle one (the close is handed to its thread).
 class udp_socket {
  public:
   udp_socket() noexcept = default;

@@ -21,8 +21,10 @@
 //              outcome, and the socket's next read that needs data arms it again or, when it
 //              starved, makes a single-shot call instead. EINVAL before any byte is a kernel
 //              without multishot receives (before 6.0): refused().
-//   orphaned   the socket was destroyed on a thread other than the ring's: the receive cannot
-//              be cancelled from there, so orphan() hands it to its ring's thread, where its
+//   orphaned   the socket was released on a thread other than the ring's, or closed after the
+//              ring's thread finished (a close elsewhere is handed to that thread while it
+//              runs, see socket_core::close()): the receive cannot be cancelled from there,
+//              so orphan() hands it to its ring's thread, where its
 //              next completion gives its buffers back and cancels it, and its last one frees it
 //              (the socket's shutdown() brings that completion about). One not armed is freed
 //              at once, the buffers it held forgotten: the thread's pool is that much smaller.

@@ -75,6 +75,7 @@
 #include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/common/noncopyable.h"
 #include "cyan/dispatch/detail/ring_wait.h"
+#include "cyan/dispatch/detail/thread_anchor.h"
 #include "cyan/dispatch/detail/timed_wait.h"
 #include "cyan/event/detail/ring.h"
 #include "cyan/event/io.h"
@@ -138,8 +139,8 @@ class io_wait;
 /// Thread rules: the core attaches to the handler thread that creates it, otherwise to the
 /// first handler thread that runs an operation on it; from then on every operation is that
 /// thread's (debug builds abort with a message otherwise). An operation on a thread_pool worker
-/// throws std::logic_error. Destroying a core without a pending operation is allowed on any
-/// thread.
+/// throws std::logic_error. Closing or destroying a core without a pending operation is allowed
+/// on any thread: off its thread, the close is handed to that thread (see close()).
 class socket_core : noncopyable {
  public:
   /// Owns `fd`, which must be non-blocking.
@@ -175,6 +176,11 @@ class socket_core : noncopyable {
   /// Ends every pending operation with operation_canceled (they resume later, through their
   /// threads' queues; on io_uring when the kernel confirms the cancellation, or with what it
   /// completed first), stops the watcher and closes the descriptor. Does nothing when closed.
+  /// On a thread other than the one the core is attached to, without a pending operation, the
+  /// core is closed at once (is_open() is false) but the descriptor stays open until that
+  /// thread has closed it, in a later round: its loop may still watch the descriptor, and its
+  /// number must not be reused meanwhile. When that thread has finished, the descriptor is
+  /// closed here and now. Never blocks.
   void close() noexcept;
 
   /// Gives the descriptor up without closing it. Throws std::logic_error while an operation is
@@ -256,6 +262,12 @@ class socket_core : noncopyable {
   void read_waited() noexcept { reads_at_once_ = 0; }
 
  private:
+  struct handing_over {};
+  /// Takes `from`'s descriptor, thread and multishot receive, for a close on that thread; the
+  /// watcher (stopped: nothing waits) stays with `from`.
+  socket_core(socket_core& from, handing_over) noexcept;
+  void close_here() noexcept;
+  void hand_close_to_thread() noexcept;
   void on_ready(event::io_events ready) noexcept;
   void update_watcher() noexcept;
   void check_thread(const char* operation) const noexcept;
@@ -266,7 +278,8 @@ class socket_core : noncopyable {
   int fd_;
   std::shared_ptr<event::loop> loop_;    // null until attached
   event::detail::ring* ring_ = nullptr;  // the io_uring backend's: loop_'s thread's ring
-  std::optional<event::io> watcher_;     // on loop_, once attached, on the epoll backend
+  std::shared_ptr<dispatch::detail::thread_anchor> thread_;  // loop_'s thread: for close()
+  std::optional<event::io> watcher_;  // on loop_, once attached, on the epoll backend
   io_wait* reader_ = nullptr;
   io_wait* writer_ = nullptr;
   bool* destroyed_ = nullptr;  // set by on_ready() while it runs: the core may die under it
