@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "cyan/dispatch/co_spawn.h"
-#include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/sleep.h"
 
 namespace cyan::net {
@@ -72,7 +72,19 @@ tcp_server::tcp_server(options settings) : options_(std::move(settings)) {
 }
 
 tcp_server::~tcp_server() {
+  if (on_own_thread()) {
+    std::fputs(
+        "cyan::net::tcp_server: destroyed on one of its own threads, which cannot wait for "
+        "themselves (destroy it on another thread: a handler thread or pool worker will do)\n",
+        stderr);
+    std::abort();
+  }
   stop(0ms);
+}
+
+bool tcp_server::on_own_thread() const noexcept {
+  return std::any_of(states_.begin(), states_.end(),
+                     [](const auto& state) { return state->thread.is_current(); });
 }
 
 void tcp_server::start_with(connection_handler handler) {
@@ -168,10 +180,12 @@ void tcp_server::place(tcp_socket connection, std::size_t accepting_thread) {
                      });
 }
 
+// The calling thread only waits: the shutdown runs on the server's first thread (shut_down()),
+// so it may be any thread but the server's own, a handler thread or pool worker included.
 bool tcp_server::stop(std::chrono::milliseconds grace) {
-  if (dispatch::detail::current_executor()) {
+  if (on_own_thread()) {
     throw std::logic_error(
-        "cyan::net::tcp_server::stop called on a handler thread or pool worker (it blocks)");
+        "cyan::net::tcp_server::stop called on one of the server's threads (it waits for them)");
   }
   const std::lock_guard lock(stop_mutex_);
   if (stopped_) {
@@ -181,18 +195,29 @@ bool tcp_server::stop(std::chrono::milliseconds grace) {
   if (!started_) {
     return stop_result_;
   }
+  stop_result_ =
+      dispatch::co_spawn(states_.front()->thread, [this, grace] { return shut_down(grace); }).get();
+  return stop_result_;
+}
+
+// The shutdown's steps, on the server's first thread:
+//   1. stop accepting: the accept loops end (their listeners close);
+//   2. drain:  draining() turns true and each thread closes its idle connections (drain_here);
+//   3. grace:  wait up to `grace` for the connection tasks;
+//   4. cancel: ask those left to stop, and wait for them.
+dispatch::task<bool> tcp_server::shut_down(std::chrono::milliseconds grace) {
   listeners_.request_stop();
-  listeners_.join_blocking();
+  co_await listeners_.join();
   draining_.store(true, std::memory_order_release);
   for (const auto& state : states_) {
     state->thread.post([this, s = state.get()] { drain_here(*s); });
   }
-  stop_result_ = connections_.join_blocking_for(grace);
-  if (!stop_result_) {
-    connections_.request_stop();
-    connections_.join_blocking();
+  if (co_await connections_.join_for(grace)) {
+    co_return true;
   }
-  return stop_result_;
+  connections_.request_stop();
+  co_await connections_.join();
+  co_return false;
 }
 
 void tcp_server::drain_here(thread_state& state) noexcept {

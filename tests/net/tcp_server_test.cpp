@@ -14,7 +14,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -295,9 +297,8 @@ TEST(tcp_server, stop_cancels_a_connection_blocked_after_the_grace) {
   });
   handler_thread clients;
   std::optional<tcp_socket> held;
-  run_on(clients, [&]() -> task<> {
-    held = co_await tcp_socket::connect(server.local_endpoint(), 10s);
-  });
+  run_on(clients,
+         [&]() -> task<> { held = co_await tcp_socket::connect(server.local_endpoint(), 10s); });
   while (!reading.load()) {
     std::this_thread::yield();
   }
@@ -344,6 +345,110 @@ TEST(tcp_server, destroying_a_running_server_stops_it) {
     open.clear();
     co_return;
   });
+}
+
+// A server with `connections` clients connected from `clients`, each connection task waiting
+// in a read (no idle guard) until the server's destruction cancels it; `ended` counts them.
+std::unique_ptr<tcp_server> server_with_waiting_connections(handler_thread& clients,
+                                                            std::vector<tcp_socket>& open,
+                                                            std::atomic<int>& ended,
+                                                            int connections) {
+  auto server = std::make_unique<tcp_server>(
+      tcp_server::options{ .endpoint = endpoint::loopback_v4(0), .threads = 2 });
+  server->start([&ended](tcp_socket connection) -> task<> {
+    std::array<std::byte, 16> buffer;
+    try {
+      (void)co_await connection.read_some(buffer);
+    } catch (const std::system_error&) {
+    }
+    ended.fetch_add(1);
+  });
+  const endpoint address = server->local_endpoint();
+  run_on(clients, [&]() -> task<> {
+    for (int i = 0; i < connections; ++i) {
+      open.push_back(co_await tcp_socket::connect(address, 10s));
+    }
+  });
+  for (int i = 0; i < 10'000 && server->connections() < static_cast<std::size_t>(connections);
+       ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: each connection task has started
+  }
+  return server;
+}
+
+// How many of `open` the server closed: each read ends at once with end of stream.
+int closed_by_the_server(handler_thread& clients, std::vector<tcp_socket>& open) {
+  return run_on(clients, [&]() -> task<int> {
+    int closed = 0;
+    for (tcp_socket& s : open) {
+      std::array<std::byte, 1> end;
+      closed += co_await s.read_some(end, 10s) == 0 ? 1 : 0;
+    }
+    open.clear();
+    co_return closed;
+  });
+}
+
+// An active object's thread and a pool worker are not the server's: the destructor (and stop())
+// work there, blocking that thread while the connections end, for a started server as for one
+// never started.
+TEST(tcp_server, is_destroyed_on_another_handler_thread_or_a_pool_worker) {
+  handler_thread clients;
+  handler_thread active_object;
+  std::vector<tcp_socket> open;
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 4);
+    ASSERT_EQ(server->connections(), 4U);
+    active_object.post_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(ended.load(), 4);
+    EXPECT_EQ(closed_by_the_server(clients, open), 4);
+  }
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 4);
+    ASSERT_EQ(server->connections(), 4U);
+    cyan::dispatch::async_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(ended.load(), 4);
+    EXPECT_EQ(closed_by_the_server(clients, open), 4);
+  }
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 3);
+    const bool finished = cyan::dispatch::async_awaitable([&server] {
+                            return server->stop(0ms);  // cancels the waiting reads
+                          }).get();
+    EXPECT_FALSE(finished);
+    EXPECT_EQ(ended.load(), 3);
+    EXPECT_EQ(server->connections(), 0U);
+    active_object.post_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(closed_by_the_server(clients, open), 3);
+  }
+  // Never started: made and destroyed there.
+  const int made_on_the_pool = cyan::dispatch::async_awaitable([] {
+                                 tcp_server unstarted({ .threads = 2 });
+                                 return static_cast<int>(unstarted.threads().size());
+                               }).get();
+  EXPECT_EQ(made_on_the_pool, 2);
+  const int made_on_the_active_object = active_object
+                                            .post_awaitable([] {
+                                              tcp_server unstarted({ .threads = 1 });
+                                              return static_cast<int>(unstarted.threads().size());
+                                            })
+                                            .get();
+  EXPECT_EQ(made_on_the_active_object, 1);
+}
+
+// Destroyed on one of its own threads, it cannot wait for itself: an abort that says so.
+TEST(tcp_server_death, destroyed_on_its_own_thread_aborts_with_a_message) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto* server = new tcp_server({ .endpoint = endpoint::loopback_v4(0), .threads = 1 });
+        server->start([](tcp_socket) -> task<> { co_return; });
+        server->threads()[0]->post_awaitable([server] { delete server; }).get();
+      },
+      "tcp_server: destroyed on one of its own threads");
 }
 
 TEST(tcp_server, misuse_is_refused) {

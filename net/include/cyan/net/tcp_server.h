@@ -53,9 +53,14 @@ namespace cyan::net {
 /// wait for the next one.
 ///
 /// Errors of a connection task (what the handler's task throws) go to its handler thread's
-/// error path (stderr), except operation_canceled. Thread rules: start() and stop() on any
-/// thread that is not one of the server's handler threads or a pool worker (stop() blocks);
-/// the rest [any thread] unless marked.
+/// error path (stderr), except operation_canceled.
+///
+/// Thread rules: stop() and the destructor wait for the server's threads, so they run on any
+/// thread but those: the main thread, another handler thread (an active object's), a pool
+/// worker. That thread blocks until the connection tasks are done, so they must not need it
+/// (a task that moved onto it with schedule() cannot end there). On one of the server's own
+/// threads stop() throws std::logic_error and the destructor aborts with a message. The rest
+/// [any thread] unless marked.
 class tcp_server : noncopyable {
  public:
   /// How connections reach the threads (see above).
@@ -86,7 +91,8 @@ class tcp_server : noncopyable {
   /// Starts the handler threads (not yet listening). Throws std::system_error when a thread
   /// cannot start.
   explicit tcp_server(options settings);
-  /// stop() with no grace, then stops the threads.
+  /// stop() with no grace, then stops the threads. Not on one of the server's own threads,
+  /// which cannot wait for themselves: there it aborts with a message (see the thread rules).
   ~tcp_server();
 
   /// Binds the listeners and starts accepting; each connection runs `handler(socket)` (a
@@ -104,8 +110,8 @@ class tcp_server : noncopyable {
   [[nodiscard]] endpoint local_endpoint() const;
 
   /// The shutdown (see above): returns true when every connection task finished within
-  /// `grace`. A second call returns at once with the first one's answer. Throws
-  /// std::logic_error on one of the server's threads or a pool worker.
+  /// `grace`. A second call returns at once with the first one's answer. Blocks the calling
+  /// thread; throws std::logic_error on one of the server's own threads (see the thread rules).
   bool stop(std::chrono::milliseconds grace);
 
   /// True once stop() began the drain.
@@ -138,7 +144,9 @@ class tcp_server : noncopyable {
   void start_with(connection_handler handler);
   dispatch::task<> accept_loop(tcp_listener listener, std::size_t index);
   void place(tcp_socket connection, std::size_t accepting_thread);
+  dispatch::task<bool> shut_down(std::chrono::milliseconds grace);
   void drain_here(thread_state& state) noexcept;
+  [[nodiscard]] bool on_own_thread() const noexcept;
   thread_state& state_of_this_thread();
 
   options options_;
