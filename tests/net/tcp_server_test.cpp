@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "cyan/net.h"
 #include "net_support.h"
 #include "support/cpu_time.h"
+#include "support/tls_certificates.h"
 
 namespace {
 
@@ -37,6 +39,7 @@ using cyan::dispatch::task;
 using cyan::net::endpoint;
 using cyan::net::tcp_server;
 using cyan::net::tcp_socket;
+using cyan::net::tls_stream;
 using cyan::test::first_mismatch;
 using cyan::test::pattern;
 using cyan::test::run_on;
@@ -449,6 +452,161 @@ TEST(tcp_server_death, destroyed_on_its_own_thread_aborts_with_a_message) {
         server->threads()[0]->post_awaitable([server] { delete server; }).get();
       },
       "tcp_server: destroyed on one of its own threads");
+}
+
+// A line service as a new user writes one from the README, over TCP or TLS: the idle guard
+// around the wait for a request's first bytes, none around the rest of it; a request is a line,
+// answered "got <line>"; after an answer, a draining server closes the connection.
+template <typename Stream>
+task<> serve_lines(tcp_server& server, Stream& stream) {
+  std::string request;
+  std::array<std::byte, 256> buffer;
+  try {
+    for (;;) {
+      std::size_t n = 0;
+      if (request.empty()) {
+        const auto idle = server.idle(stream);
+        n = co_await stream.read_some(buffer, 10s);
+      } else {
+        n = co_await stream.read_some(buffer, 10s);
+      }
+      if (n == 0) {
+        co_return;
+      }
+      request += cyan::net::as_string_view(std::span(buffer).first(n));
+      if (request.ends_with('\n')) {
+        const std::string answer = "got " + request;
+        co_await stream.write_all(cyan::net::buffer(answer), 10s);
+        request.clear();
+        if (server.draining()) {
+          co_return;
+        }
+      }
+    }
+  } catch (const std::system_error&) {  // closed by the drain, or the client went away
+  }
+}
+
+std::string certificate_file(const char* name) {
+  return cyan::test::tls_certificates() + "/" + name;
+}
+
+// Clients that have sent the first half of a request when stop() begins and the rest 300 ms
+// later, within the grace: each gets its answer, then the end of the stream. The server
+// (acceptor distribution, two threads: the connections are the second's) is busy when the
+// first halves arrive — a job holds its connections' thread until the drain has begun — so the
+// drain looks at each connection before the thread has seen those bytes (on io_uring the
+// kernel has received them into the pending read, whose completion is not reaped yet; over
+// TLS a handshake may end with them). The request must be served.
+
+template <typename Connect>
+void expect_requests_on_their_way_are_served(tcp_server& server, Connect connect) {
+  constexpr int kClients = 8;
+  handler_thread client_thread;
+  std::atomic<bool> connected{ false };
+  std::atomic<bool> busy{ false };
+  std::atomic<bool> first_halves_sent{ false };
+  auto answers = co_spawn(client_thread, [&]() -> task<std::vector<std::string>> {
+    using stream_type = typename std::invoke_result_t<Connect&, tcp_socket>::value_type;
+    std::vector<stream_type> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.push_back(
+          co_await connect(co_await tcp_socket::connect(server.local_endpoint(), 10s)));
+    }
+    connected = true;
+    for (int i = 0; i < 10'000 && !busy.load(); ++i) {
+      co_await cyan::dispatch::sleep_for(1ms);  // bounded: until the server's thread is busy
+    }
+    for (stream_type& client : clients) {
+      co_await client.write_all(cyan::net::buffer(std::string_view("first half, ")), 10s);
+    }
+    first_halves_sent = true;
+    for (int i = 0; i < 10'000 && !server.draining(); ++i) {
+      co_await cyan::dispatch::sleep_for(1ms);  // bounded: until stop() has begun
+    }
+    co_await cyan::dispatch::sleep_for(300ms);  // the rest of the request comes later
+    std::vector<std::string> got;
+    for (stream_type& client : clients) {
+      std::string text;
+      try {
+        co_await client.write_all(cyan::net::buffer(std::string_view("then the rest\n")), 10s);
+        std::array<std::byte, 256> buffer;
+        while (const std::size_t n = co_await client.read_some(buffer, 10s)) {
+          text += cyan::net::as_string_view(std::span(buffer).first(n));
+        }
+        text += "<end>";
+        client = stream_type{};  // closed: a TLS server's shutdown need not wait for it
+      } catch (const std::system_error& e) {
+        text += std::string("<") + e.what() + ">";
+      }
+      got.push_back(text);
+    }
+    co_return got;
+  });
+  for (int i = 0; i < 10'000 && !(connected.load() && server.connections() == kClients); ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: connected and accepted
+  }
+  ASSERT_EQ(server.connections(), static_cast<std::size_t>(kClients));
+  server.threads()[1]->post([&] {
+    busy = true;
+    for (int i = 0; i < 10'000 && !server.draining(); ++i) {
+      std::this_thread::sleep_for(1ms);  // busy (bounded) until the drain has begun
+    }
+  });
+  for (int i = 0; i < 10'000 && !first_halves_sent.load(); ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: the first halves are on their way
+  }
+  ASSERT_TRUE(first_halves_sent.load());
+  EXPECT_TRUE(server.stop(5s));  // every request answered within the grace
+  const std::vector<std::string> got = answers.get();
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kClients));
+  for (const std::string& each : got) {
+    EXPECT_EQ(each, "got first half, then the rest\n<end>");
+  }
+}
+
+task<tcp_socket> plain(tcp_socket raw) {
+  co_return raw;
+}
+
+task<tls_stream> tls_connect(tcp_socket raw, cyan::net::tls_context context) {
+  co_return co_await tls_stream::connect(std::move(raw), context, "localhost", 10s);
+}
+
+TEST(tcp_server, a_request_on_its_way_when_the_drain_begins_is_served) {
+  for (int round = 0; round < 3; ++round) {
+    tcp_server server({ .endpoint = endpoint::loopback_v4(0),
+                        .threads = 2,
+                        .distribution = tcp_server::distribution::acceptor });
+    server.start(
+        [&server](tcp_socket connection) -> task<> { co_await serve_lines(server, connection); });
+    expect_requests_on_their_way_are_served(server,
+                                            [](tcp_socket raw) { return plain(std::move(raw)); });
+  }
+}
+
+TEST(tcp_server, a_tls_request_on_its_way_when_the_drain_begins_is_served) {
+  const auto server_context =
+      cyan::net::tls_context::server({ .certificate_chain_file = certificate_file("server.crt"),
+                                       .private_key_file = certificate_file("server.key") });
+  const auto client_context = cyan::net::tls_context::client(
+      { .ca_file = certificate_file("ca.crt"), .verify_peer = true });
+  for (int round = 0; round < 3; ++round) {
+    tcp_server server({ .endpoint = endpoint::loopback_v4(0),
+                        .threads = 2,
+                        .distribution = tcp_server::distribution::acceptor });
+    server.start([&server, server_context](tcp_socket connection) -> task<> {
+      tls_stream stream = co_await tls_stream::accept(std::move(connection), server_context, 10s);
+      co_await serve_lines(server, stream);
+      try {
+        (void)co_await stream.shutdown(1s);  // close_notify: the client reads a clean end
+      } catch (const std::system_error&) {
+      }
+    });
+    expect_requests_on_their_way_are_served(server, [client_context](tcp_socket raw) {
+      return tls_connect(std::move(raw), client_context);
+    });
+  }
 }
 
 TEST(tcp_server, misuse_is_refused) {

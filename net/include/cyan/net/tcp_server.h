@@ -21,6 +21,7 @@
 #include "cyan/dispatch/task.h"
 #include "cyan/net/endpoint.h"
 #include "cyan/net/tcp.h"
+#include "cyan/net/tls.h"
 
 namespace cyan::net {
 
@@ -45,12 +46,15 @@ namespace cyan::net {
 /// before it tries again, so a full descriptor table never makes it spin.
 ///
 /// Shutdown: stop(grace) stops accepting, starts draining (draining() turns true, and every
-/// connection's socket held by an idle() guard with no unread bytes is closed at once on its
+/// connection held by an idle() guard that has no unread bytes is closed at once on its
 /// thread, so a read waiting for the next request ends with operation_canceled), waits up to
 /// `grace` for the connection tasks, then requests the stop of those still running (their
-/// pending operations end with operation_canceled) and waits for them. A handler sees the
-/// drain by checking draining() between requests, and by holding an idle() guard around the
-/// wait for the next one.
+/// pending operations end with operation_canceled) and waits for them. Unread bytes are a
+/// request on its way, which is served: bytes in the socket, bytes its io_uring receive holds,
+/// bytes a TLS stream holds (guard the tls_stream, not its next_layer()), or a read that got
+/// bytes and has not resumed its task yet. A handler sees the drain by checking draining()
+/// between requests, and by holding an idle() guard around the wait for the next one (not
+/// around the rest of a request begun).
 ///
 /// Errors of a connection task (what the handler's task throws) go to its handler thread's
 /// error path (stderr), except operation_canceled.
@@ -132,10 +136,14 @@ class tcp_server : noncopyable {
 
   /// Marks `connection` idle while the guard lives: a drain that begins meanwhile closes it at
   /// once (a pending read ends with operation_canceled) unless bytes have arrived that it has
-  /// not read yet (a request on its way: the read takes them); if the drain has begun already,
-  /// it is closed now. Hold it around the wait for the next request. [the connection's thread,
-  /// which must be one of the server's; std::logic_error otherwise]
+  /// not read yet (a request on its way, see above: the read takes them); if the drain has
+  /// begun already, the same holds as soon as the task waits. Hold it around the wait for the
+  /// next request. [the connection's thread, which must be one of the server's;
+  /// std::logic_error otherwise]
   [[nodiscard]] idle_guard idle(tcp_socket& connection);
+  /// idle() for a TLS connection: what the stream holds counts as unread too (a request that
+  /// came with the handshake, or part of a record). The stream must outlive the guard.
+  [[nodiscard]] idle_guard idle(tls_stream& connection);
 
  private:
   struct thread_state;
@@ -146,8 +154,10 @@ class tcp_server : noncopyable {
   void place(tcp_socket connection, std::size_t accepting_thread);
   dispatch::task<bool> shut_down(std::chrono::milliseconds grace);
   void drain_here(thread_state& state) noexcept;
+  static void reap_completions() noexcept;
   [[nodiscard]] bool on_own_thread() const noexcept;
   thread_state& state_of_this_thread();
+  idle_guard make_idle_guard(tcp_socket& connection, const tls_stream* stream);
 
   options options_;
   std::vector<std::unique_ptr<thread_state>> states_;
@@ -173,9 +183,14 @@ class tcp_server::idle_guard {
 
  private:
   friend class tcp_server;
-  idle_guard(thread_state* state, tcp_socket* connection) noexcept;
+  idle_guard(thread_state* state, tcp_socket* connection, const tls_stream* stream) noexcept;
+  // Whether bytes arrived that no read took (see tcp_server's "Shutdown").
+  [[nodiscard]] bool has_unread_input() const noexcept;
+  // At the drain: unread input, or a read that finished under the guard.
+  [[nodiscard]] bool has_request_on_its_way() const noexcept;
   thread_state* state_;
   tcp_socket* connection_;
+  const tls_stream* stream_;  // null for a plain socket
 };
 
 }  // namespace cyan::net
