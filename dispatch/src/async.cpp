@@ -26,8 +26,9 @@ std::atomic<thread_pool*> global_pool{ nullptr };
 // Serialises creation, and is held across fork() (prepare to parent/child) so that a child
 // never inherits a creation half done.
 std::mutex creating;
-// The parent's pool in a fork child: still referenced, so a leak checker does not report it.
-thread_pool* inherited = nullptr;
+// The parent's pool in a fork child: still referenced, so a leak checker does not report it
+// (atomic, so that the compiler keeps a store nothing reads).
+std::atomic<thread_pool*> inherited{ nullptr };
 // The pool drain_global_pool() already drained: the drain runs once per pool, though a fork
 // child has the parent's registration as well as its own. Touched only at exit.
 thread_pool* drained = nullptr;
@@ -61,7 +62,7 @@ void after_fork_in_parent() noexcept {
 // The child's only thread is the one that forked: the parent's workers are gone.
 void after_fork_in_child() noexcept {
   if (thread_pool* parents = global_pool.exchange(nullptr, std::memory_order_relaxed)) {
-    inherited = parents;
+    inherited.store(parents, std::memory_order_relaxed);  // read by no one: no order to give
   }
   creating.unlock();
 }
