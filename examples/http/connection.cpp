@@ -103,16 +103,15 @@ dispatch::task<> basic_connection<Stream>::run() {
 //               left of the input, or to (1) when it is all parsed, after "100 Continue" when
 //               the request in progress waits for it (Expect: 100-continue).
 // Ends after a response that closes, at end of stream, or when the server drains between two
-// requests.
+// requests with none on its way (the read ends with operation_canceled).
 template <typename Stream>
 dispatch::task<> basic_connection<Stream>::exchange() {
   for (;;) {
-    if (!parser_.in_request() && server_.draining()) {
-      co_return;
-    }
+    // Between requests, the guard (on the stream: what TLS holds counts) is the drain's look
+    // at the connection, at once or when it begins: closed unless a request has begun to come.
     std::optional<net::tcp_server::idle_guard> idle;
     if (!parser_.in_request()) {
-      idle.emplace(server_.idle(tcp_of(socket_)));
+      idle.emplace(server_.idle(socket_));
     }
     reading_ = true;
     const std::size_t n = co_await socket_.read_some(input_, read_limit());

@@ -4,13 +4,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "cyan/dispatch/co_spawn.h"
-#include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/sleep.h"
+#include "cyan/event/detail/ring.h"
+#include "cyan/net/detail/socket_core.h"
 
 namespace cyan::net {
 
@@ -72,7 +74,19 @@ tcp_server::tcp_server(options settings) : options_(std::move(settings)) {
 }
 
 tcp_server::~tcp_server() {
+  if (on_own_thread()) {
+    std::fputs(
+        "cyan::net::tcp_server: destroyed on one of its own threads, which cannot wait for "
+        "themselves (destroy it on another thread: a handler thread or pool worker will do)\n",
+        stderr);
+    std::abort();
+  }
   stop(0ms);
+}
+
+bool tcp_server::on_own_thread() const noexcept {
+  return std::any_of(states_.begin(), states_.end(),
+                     [](const auto& state) { return state->thread.is_current(); });
 }
 
 void tcp_server::start_with(connection_handler handler) {
@@ -168,10 +182,12 @@ void tcp_server::place(tcp_socket connection, std::size_t accepting_thread) {
                      });
 }
 
+// The calling thread only waits: the shutdown runs on the server's first thread (shut_down()),
+// so it may be any thread but the server's own, a handler thread or pool worker included.
 bool tcp_server::stop(std::chrono::milliseconds grace) {
-  if (dispatch::detail::current_executor()) {
+  if (on_own_thread()) {
     throw std::logic_error(
-        "cyan::net::tcp_server::stop called on a handler thread or pool worker (it blocks)");
+        "cyan::net::tcp_server::stop called on one of the server's threads (it waits for them)");
   }
   const std::lock_guard lock(stop_mutex_);
   if (stopped_) {
@@ -181,32 +197,53 @@ bool tcp_server::stop(std::chrono::milliseconds grace) {
   if (!started_) {
     return stop_result_;
   }
+  stop_result_ =
+      dispatch::co_spawn(states_.front()->thread, [this, grace] { return shut_down(grace); }).get();
+  return stop_result_;
+}
+
+// The shutdown's steps, on the server's first thread:
+//   1. stop accepting: the accept loops end (their listeners close);
+//   2. drain:  draining() turns true and each thread closes its idle connections (drain_here);
+//   3. grace:  wait up to `grace` for the connection tasks;
+//   4. cancel: ask those left to stop, and wait for them.
+dispatch::task<bool> tcp_server::shut_down(std::chrono::milliseconds grace) {
   listeners_.request_stop();
-  listeners_.join_blocking();
+  co_await listeners_.join();
   draining_.store(true, std::memory_order_release);
   for (const auto& state : states_) {
     state->thread.post([this, s = state.get()] { drain_here(*s); });
   }
-  stop_result_ = connections_.join_blocking_for(grace);
-  if (!stop_result_) {
-    connections_.request_stop();
-    connections_.join_blocking();
+  if (co_await connections_.join_for(grace)) {
+    co_return true;
   }
-  return stop_result_;
+  connections_.request_stop();
+  co_await connections_.join();
+  co_return false;
 }
 
+// Step 2 of the shutdown, on each thread: its idle connections with no request on its way are
+// closed. On io_uring the ring is reaped first: a read whose bytes the kernel delivered but
+// whose completion has not run yet is a request on its way, not an idle connection.
 void tcp_server::drain_here(thread_state& state) noexcept {
   state.draining = true;
+  reap_completions();  // they may end guards: those leave state.idle as they go
   std::vector<idle_guard*> idle;
   idle.swap(state.idle);
   for (idle_guard* guard : idle) {
     guard->state_ = nullptr;  // the guard has nothing left to withdraw
-    // Bytes already arrived and unread are a request on its way: its read takes them, and the
-    // handler sees draining() once it has answered.
-    int unread = 0;
-    if (::ioctl(guard->connection_->native_handle(), FIONREAD, &unread) != 0 || unread == 0) {
+    if (!guard->has_request_on_its_way()) {
       guard->connection_->close();
     }
+  }
+}
+
+// The calling thread's ring completions, run now rather than later in the round: until they
+// run, bytes the kernel received for a socket are in no count that the drain can see.
+void tcp_server::reap_completions() noexcept {
+  if (event::detail::ring* ring = event::detail::ring::this_thread_if_set_up();
+      ring != nullptr && ring->has_work()) {
+    (void)ring->drain();
   }
 }
 
@@ -220,28 +257,63 @@ tcp_server::thread_state& tcp_server::state_of_this_thread() {
 }
 
 tcp_server::idle_guard tcp_server::idle(tcp_socket& connection) {
+  return make_idle_guard(connection, nullptr);
+}
+
+tcp_server::idle_guard tcp_server::idle(tls_stream& connection) {
+  return make_idle_guard(connection.next_layer(), &connection);
+}
+
+// A guard made after the drain began is drained as the others were, by a drain job of its
+// own: it runs once the task waits in its read (or has ended the guard), outside the ring's
+// completions, which it may then reap (see drain_here()).
+tcp_server::idle_guard tcp_server::make_idle_guard(tcp_socket& connection,
+                                                   const tls_stream* stream) {
   thread_state& state = state_of_this_thread();
+  idle_guard guard(&state, &connection, stream);
   if (state.draining) {
-    connection.close();
-    return idle_guard(nullptr, &connection);
+    state.thread.post([this, s = &state] { drain_here(*s); });
   }
-  return idle_guard(&state, &connection);
+  return guard;
 }
 
 // ---- idle_guard ----
 
-tcp_server::idle_guard::idle_guard(thread_state* state, tcp_socket* connection) noexcept
-    : state_(state), connection_(connection) {
+tcp_server::idle_guard::idle_guard(thread_state* state, tcp_socket* connection,
+                                   const tls_stream* stream) noexcept
+    : state_(state), connection_(connection), stream_(stream) {
   if (state_ != nullptr) {
     state_->idle.push_back(this);
   }
 }
 
 tcp_server::idle_guard::idle_guard(idle_guard&& other) noexcept
-    : state_(std::exchange(other.state_, nullptr)), connection_(other.connection_) {
+    : state_(std::exchange(other.state_, nullptr)),
+      connection_(other.connection_),
+      stream_(other.stream_) {
   if (state_ != nullptr) {
     std::replace(state_->idle.begin(), state_->idle.end(), &other, this);
   }
+}
+
+// Unread: bytes in the socket (FIONREAD), held by its multishot receive, or by the TLS stream.
+bool tcp_server::idle_guard::has_unread_input() const noexcept {
+  const detail::socket_core* core = detail::core_of(*connection_);
+  if (core == nullptr) {
+    return false;  // closed already
+  }
+  if (core->has_held() || (stream_ != nullptr && detail::holds_unread_input(*stream_))) {
+    return true;
+  }
+  int unread = 0;
+  return ::ioctl(core->fd(), FIONREAD, &unread) == 0 && unread > 0;
+}
+
+// Under a guard that lives on, the connection's task waits in its read; a guard with no read
+// waiting has one that finished (its bytes or its end are there) and a task still to resume.
+bool tcp_server::idle_guard::has_request_on_its_way() const noexcept {
+  const detail::socket_core* core = detail::core_of(*connection_);
+  return core != nullptr && (!core->is_reading() || has_unread_input());
 }
 
 tcp_server::idle_guard::~idle_guard() {

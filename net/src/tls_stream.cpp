@@ -417,6 +417,11 @@ bool is_ip_address(const std::string& name) {
 
 }  // namespace detail
 
+bool detail::holds_unread_input(const tls_stream& stream) noexcept {
+  const detail::tls_stream_state* s = stream.state_.get();
+  return s != nullptr && (s->in_begin != s->in_end || SSL_has_pending(s->ssl) == 1);
+}
+
 tls_stream::tls_stream() noexcept = default;
 tls_stream::tls_stream(std::unique_ptr<detail::tls_stream_state> state) noexcept
     : state_(std::move(state)) {}

@@ -14,9 +14,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -25,6 +28,7 @@
 #include "cyan/net.h"
 #include "net_support.h"
 #include "support/cpu_time.h"
+#include "support/tls_certificates.h"
 
 namespace {
 
@@ -35,6 +39,7 @@ using cyan::dispatch::task;
 using cyan::net::endpoint;
 using cyan::net::tcp_server;
 using cyan::net::tcp_socket;
+using cyan::net::tls_stream;
 using cyan::test::first_mismatch;
 using cyan::test::pattern;
 using cyan::test::run_on;
@@ -295,9 +300,8 @@ TEST(tcp_server, stop_cancels_a_connection_blocked_after_the_grace) {
   });
   handler_thread clients;
   std::optional<tcp_socket> held;
-  run_on(clients, [&]() -> task<> {
-    held = co_await tcp_socket::connect(server.local_endpoint(), 10s);
-  });
+  run_on(clients,
+         [&]() -> task<> { held = co_await tcp_socket::connect(server.local_endpoint(), 10s); });
   while (!reading.load()) {
     std::this_thread::yield();
   }
@@ -344,6 +348,265 @@ TEST(tcp_server, destroying_a_running_server_stops_it) {
     open.clear();
     co_return;
   });
+}
+
+// A server with `connections` clients connected from `clients`, each connection task waiting
+// in a read (no idle guard) until the server's destruction cancels it; `ended` counts them.
+std::unique_ptr<tcp_server> server_with_waiting_connections(handler_thread& clients,
+                                                            std::vector<tcp_socket>& open,
+                                                            std::atomic<int>& ended,
+                                                            int connections) {
+  auto server = std::make_unique<tcp_server>(
+      tcp_server::options{ .endpoint = endpoint::loopback_v4(0), .threads = 2 });
+  server->start([&ended](tcp_socket connection) -> task<> {
+    std::array<std::byte, 16> buffer;
+    try {
+      (void)co_await connection.read_some(buffer);
+    } catch (const std::system_error&) {
+    }
+    ended.fetch_add(1);
+  });
+  const endpoint address = server->local_endpoint();
+  run_on(clients, [&]() -> task<> {
+    for (int i = 0; i < connections; ++i) {
+      open.push_back(co_await tcp_socket::connect(address, 10s));
+    }
+  });
+  for (int i = 0; i < 10'000 && server->connections() < static_cast<std::size_t>(connections);
+       ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: each connection task has started
+  }
+  return server;
+}
+
+// How many of `open` the server closed: each read ends at once with end of stream.
+int closed_by_the_server(handler_thread& clients, std::vector<tcp_socket>& open) {
+  return run_on(clients, [&]() -> task<int> {
+    int closed = 0;
+    for (tcp_socket& s : open) {
+      std::array<std::byte, 1> end;
+      closed += co_await s.read_some(end, 10s) == 0 ? 1 : 0;
+    }
+    open.clear();
+    co_return closed;
+  });
+}
+
+// An active object's thread and a pool worker are not the server's: the destructor (and stop())
+// work there, blocking that thread while the connections end, for a started server as for one
+// never started.
+TEST(tcp_server, is_destroyed_on_another_handler_thread_or_a_pool_worker) {
+  handler_thread clients;
+  handler_thread active_object;
+  std::vector<tcp_socket> open;
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 4);
+    ASSERT_EQ(server->connections(), 4U);
+    active_object.post_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(ended.load(), 4);
+    EXPECT_EQ(closed_by_the_server(clients, open), 4);
+  }
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 4);
+    ASSERT_EQ(server->connections(), 4U);
+    cyan::dispatch::async_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(ended.load(), 4);
+    EXPECT_EQ(closed_by_the_server(clients, open), 4);
+  }
+  {
+    std::atomic<int> ended{ 0 };
+    auto server = server_with_waiting_connections(clients, open, ended, 3);
+    const bool finished = cyan::dispatch::async_awaitable([&server] {
+                            return server->stop(0ms);  // cancels the waiting reads
+                          }).get();
+    EXPECT_FALSE(finished);
+    EXPECT_EQ(ended.load(), 3);
+    EXPECT_EQ(server->connections(), 0U);
+    active_object.post_awaitable([&server] { server.reset(); }).get();
+    EXPECT_EQ(closed_by_the_server(clients, open), 3);
+  }
+  // Never started: made and destroyed there.
+  const int made_on_the_pool = cyan::dispatch::async_awaitable([] {
+                                 tcp_server unstarted({ .threads = 2 });
+                                 return static_cast<int>(unstarted.threads().size());
+                               }).get();
+  EXPECT_EQ(made_on_the_pool, 2);
+  const int made_on_the_active_object = active_object
+                                            .post_awaitable([] {
+                                              tcp_server unstarted({ .threads = 1 });
+                                              return static_cast<int>(unstarted.threads().size());
+                                            })
+                                            .get();
+  EXPECT_EQ(made_on_the_active_object, 1);
+}
+
+// Destroyed on one of its own threads, it cannot wait for itself: an abort that says so.
+TEST(tcp_server_death, destroyed_on_its_own_thread_aborts_with_a_message) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto* server = new tcp_server({ .endpoint = endpoint::loopback_v4(0), .threads = 1 });
+        server->start([](tcp_socket) -> task<> { co_return; });
+        server->threads()[0]->post_awaitable([server] { delete server; }).get();
+      },
+      "tcp_server: destroyed on one of its own threads");
+}
+
+// A line service as a new user writes one from the README, over TCP or TLS: the idle guard
+// around the wait for a request's first bytes, none around the rest of it; a request is a line,
+// answered "got <line>"; after an answer, a draining server closes the connection.
+template <typename Stream>
+task<> serve_lines(tcp_server& server, Stream& stream) {
+  std::string request;
+  std::array<std::byte, 256> buffer;
+  try {
+    for (;;) {
+      std::size_t n = 0;
+      if (request.empty()) {
+        const auto idle = server.idle(stream);
+        n = co_await stream.read_some(buffer, 10s);
+      } else {
+        n = co_await stream.read_some(buffer, 10s);
+      }
+      if (n == 0) {
+        co_return;
+      }
+      request += cyan::net::as_string_view(std::span(buffer).first(n));
+      if (request.ends_with('\n')) {
+        const std::string answer = "got " + request;
+        co_await stream.write_all(cyan::net::buffer(answer), 10s);
+        request.clear();
+        if (server.draining()) {
+          co_return;
+        }
+      }
+    }
+  } catch (const std::system_error&) {  // closed by the drain, or the client went away
+  }
+}
+
+std::string certificate_file(const char* name) {
+  return cyan::test::tls_certificates() + "/" + name;
+}
+
+// Clients that have sent the first half of a request when stop() begins and the rest 300 ms
+// later, within the grace: each gets its answer, then the end of the stream. The server
+// (acceptor distribution, two threads: the connections are the second's) is busy when the
+// first halves arrive — a job holds its connections' thread until the drain has begun — so the
+// drain looks at each connection before the thread has seen those bytes (on io_uring the
+// kernel has received them into the pending read, whose completion is not reaped yet; over
+// TLS a handshake may end with them). The request must be served.
+
+template <typename Connect>
+void expect_requests_on_their_way_are_served(tcp_server& server, Connect connect) {
+  constexpr int kClients = 8;
+  handler_thread client_thread;
+  std::atomic<bool> connected{ false };
+  std::atomic<bool> busy{ false };
+  std::atomic<bool> first_halves_sent{ false };
+  auto answers = co_spawn(client_thread, [&]() -> task<std::vector<std::string>> {
+    using stream_type = typename std::invoke_result_t<Connect&, tcp_socket>::value_type;
+    std::vector<stream_type> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.push_back(
+          co_await connect(co_await tcp_socket::connect(server.local_endpoint(), 10s)));
+    }
+    connected = true;
+    for (int i = 0; i < 10'000 && !busy.load(); ++i) {
+      co_await cyan::dispatch::sleep_for(1ms);  // bounded: until the server's thread is busy
+    }
+    for (stream_type& client : clients) {
+      co_await client.write_all(cyan::net::buffer(std::string_view("first half, ")), 10s);
+    }
+    first_halves_sent = true;
+    for (int i = 0; i < 10'000 && !server.draining(); ++i) {
+      co_await cyan::dispatch::sleep_for(1ms);  // bounded: until stop() has begun
+    }
+    co_await cyan::dispatch::sleep_for(300ms);  // the rest of the request comes later
+    std::vector<std::string> got;
+    for (stream_type& client : clients) {
+      std::string text;
+      try {
+        co_await client.write_all(cyan::net::buffer(std::string_view("then the rest\n")), 10s);
+        std::array<std::byte, 256> buffer;
+        while (const std::size_t n = co_await client.read_some(buffer, 10s)) {
+          text += cyan::net::as_string_view(std::span(buffer).first(n));
+        }
+        text += "<end>";
+        client = stream_type{};  // closed: a TLS server's shutdown need not wait for it
+      } catch (const std::system_error& e) {
+        text += std::string("<") + e.what() + ">";
+      }
+      got.push_back(text);
+    }
+    co_return got;
+  });
+  for (int i = 0; i < 10'000 && !(connected.load() && server.connections() == kClients); ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: connected and accepted
+  }
+  ASSERT_EQ(server.connections(), static_cast<std::size_t>(kClients));
+  server.threads()[1]->post([&] {
+    busy = true;
+    for (int i = 0; i < 10'000 && !server.draining(); ++i) {
+      std::this_thread::sleep_for(1ms);  // busy (bounded) until the drain has begun
+    }
+  });
+  for (int i = 0; i < 10'000 && !first_halves_sent.load(); ++i) {
+    std::this_thread::sleep_for(1ms);  // bounded: the first halves are on their way
+  }
+  ASSERT_TRUE(first_halves_sent.load());
+  EXPECT_TRUE(server.stop(5s));  // every request answered within the grace
+  const std::vector<std::string> got = answers.get();
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kClients));
+  for (const std::string& each : got) {
+    EXPECT_EQ(each, "got first half, then the rest\n<end>");
+  }
+}
+
+task<tcp_socket> plain(tcp_socket raw) {
+  co_return raw;
+}
+
+task<tls_stream> tls_connect(tcp_socket raw, cyan::net::tls_context context) {
+  co_return co_await tls_stream::connect(std::move(raw), context, "localhost", 10s);
+}
+
+TEST(tcp_server, a_request_on_its_way_when_the_drain_begins_is_served) {
+  for (int round = 0; round < 3; ++round) {
+    tcp_server server({ .endpoint = endpoint::loopback_v4(0),
+                        .threads = 2,
+                        .distribution = tcp_server::distribution::acceptor });
+    server.start(
+        [&server](tcp_socket connection) -> task<> { co_await serve_lines(server, connection); });
+    expect_requests_on_their_way_are_served(server,
+                                            [](tcp_socket raw) { return plain(std::move(raw)); });
+  }
+}
+
+TEST(tcp_server, a_tls_request_on_its_way_when_the_drain_begins_is_served) {
+  const auto server_context =
+      cyan::net::tls_context::server({ .certificate_chain_file = certificate_file("server.crt"),
+                                       .private_key_file = certificate_file("server.key") });
+  const auto client_context = cyan::net::tls_context::client(
+      { .ca_file = certificate_file("ca.crt"), .verify_peer = true });
+  for (int round = 0; round < 3; ++round) {
+    tcp_server server({ .endpoint = endpoint::loopback_v4(0),
+                        .threads = 2,
+                        .distribution = tcp_server::distribution::acceptor });
+    server.start([&server, server_context](tcp_socket connection) -> task<> {
+      tls_stream stream = co_await tls_stream::accept(std::move(connection), server_context, 10s);
+      co_await serve_lines(server, stream);
+      try {
+        (void)co_await stream.shutdown(1s);  // close_notify: the client reads a clean end
+      } catch (const std::system_error&) {
+      }
+    });
+    expect_requests_on_their_way_are_served(server, [client_context](tcp_socket raw) {
+      return tls_connect(std::move(raw), client_context);
+    });
+  }
 }
 
 TEST(tcp_server, misuse_is_refused) {

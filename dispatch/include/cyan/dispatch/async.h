@@ -16,7 +16,8 @@ namespace cyan::dispatch {
 /// main, or exit()), the pool is drained — everything already posted runs — and its workers are
 /// joined; posts after that throw executor_stopped. The pool itself is never destroyed, so code
 /// running during static destruction still finds it (and is refused rather than crashing).
-/// [any thread]
+/// After fork() the child's first call makes a pool of its own: the parent's workers are not in
+/// the child, so their pool is forgotten there (never used, drained or joined). [any thread]
 thread_pool& global_concurrent_pool();
 
 /// Runs `f()` on the global pool. What it throws goes to the pool's error callback (stderr by

@@ -21,6 +21,7 @@
 #include "cyan/dispatch/task.h"
 #include "cyan/net/endpoint.h"
 #include "cyan/net/tcp.h"
+#include "cyan/net/tls.h"
 
 namespace cyan::net {
 
@@ -45,17 +46,25 @@ namespace cyan::net {
 /// before it tries again, so a full descriptor table never makes it spin.
 ///
 /// Shutdown: stop(grace) stops accepting, starts draining (draining() turns true, and every
-/// connection's socket held by an idle() guard with no unread bytes is closed at once on its
+/// connection held by an idle() guard that has no unread bytes is closed at once on its
 /// thread, so a read waiting for the next request ends with operation_canceled), waits up to
 /// `grace` for the connection tasks, then requests the stop of those still running (their
-/// pending operations end with operation_canceled) and waits for them. A handler sees the
-/// drain by checking draining() between requests, and by holding an idle() guard around the
-/// wait for the next one.
+/// pending operations end with operation_canceled) and waits for them. Unread bytes are a
+/// request on its way, which is served: bytes in the socket, bytes its io_uring receive holds,
+/// bytes a TLS stream holds (guard the tls_stream, not its next_layer()), or a read that got
+/// bytes and has not resumed its task yet. A handler sees the drain by checking draining()
+/// between requests, and by holding an idle() guard around the wait for the next one (not
+/// around the rest of a request begun).
 ///
 /// Errors of a connection task (what the handler's task throws) go to its handler thread's
-/// error path (stderr), except operation_canceled. Thread rules: start() and stop() on any
-/// thread that is not one of the server's handler threads or a pool worker (stop() blocks);
-/// the rest [any thread] unless marked.
+/// error path (stderr), except operation_canceled.
+///
+/// Thread rules: stop() and the destructor wait for the server's threads, so they run on any
+/// thread but those: the main thread, another handler thread (an active object's), a pool
+/// worker. That thread blocks until the connection tasks are done, so they must not need it
+/// (a task that moved onto it with schedule() cannot end there). On one of the server's own
+/// threads stop() throws std::logic_error and the destructor aborts with a message. The rest
+/// [any thread] unless marked.
 class tcp_server : noncopyable {
  public:
   /// How connections reach the threads (see above).
@@ -86,7 +95,8 @@ class tcp_server : noncopyable {
   /// Starts the handler threads (not yet listening). Throws std::system_error when a thread
   /// cannot start.
   explicit tcp_server(options settings);
-  /// stop() with no grace, then stops the threads.
+  /// stop() with no grace, then stops the threads. Not on one of the server's own threads,
+  /// which cannot wait for themselves: there it aborts with a message (see the thread rules).
   ~tcp_server();
 
   /// Binds the listeners and starts accepting; each connection runs `handler(socket)` (a
@@ -104,8 +114,8 @@ class tcp_server : noncopyable {
   [[nodiscard]] endpoint local_endpoint() const;
 
   /// The shutdown (see above): returns true when every connection task finished within
-  /// `grace`. A second call returns at once with the first one's answer. Throws
-  /// std::logic_error on one of the server's threads or a pool worker.
+  /// `grace`. A second call returns at once with the first one's answer. Blocks the calling
+  /// thread; throws std::logic_error on one of the server's own threads (see the thread rules).
   bool stop(std::chrono::milliseconds grace);
 
   /// True once stop() began the drain.
@@ -126,10 +136,14 @@ class tcp_server : noncopyable {
 
   /// Marks `connection` idle while the guard lives: a drain that begins meanwhile closes it at
   /// once (a pending read ends with operation_canceled) unless bytes have arrived that it has
-  /// not read yet (a request on its way: the read takes them); if the drain has begun already,
-  /// it is closed now. Hold it around the wait for the next request. [the connection's thread,
-  /// which must be one of the server's; std::logic_error otherwise]
+  /// not read yet (a request on its way, see above: the read takes them); if the drain has
+  /// begun already, the same holds as soon as the task waits. Hold it around the wait for the
+  /// next request. [the connection's thread, which must be one of the server's;
+  /// std::logic_error otherwise]
   [[nodiscard]] idle_guard idle(tcp_socket& connection);
+  /// idle() for a TLS connection: what the stream holds counts as unread too (a request that
+  /// came with the handshake, or part of a record). The stream must outlive the guard.
+  [[nodiscard]] idle_guard idle(tls_stream& connection);
 
  private:
   struct thread_state;
@@ -138,8 +152,12 @@ class tcp_server : noncopyable {
   void start_with(connection_handler handler);
   dispatch::task<> accept_loop(tcp_listener listener, std::size_t index);
   void place(tcp_socket connection, std::size_t accepting_thread);
+  dispatch::task<bool> shut_down(std::chrono::milliseconds grace);
   void drain_here(thread_state& state) noexcept;
+  static void reap_completions() noexcept;
+  [[nodiscard]] bool on_own_thread() const noexcept;
   thread_state& state_of_this_thread();
+  idle_guard make_idle_guard(tcp_socket& connection, const tls_stream* stream);
 
   options options_;
   std::vector<std::unique_ptr<thread_state>> states_;
@@ -165,9 +183,14 @@ class tcp_server::idle_guard {
 
  private:
   friend class tcp_server;
-  idle_guard(thread_state* state, tcp_socket* connection) noexcept;
+  idle_guard(thread_state* state, tcp_socket* connection, const tls_stream* stream) noexcept;
+  // Whether bytes arrived that no read took (see tcp_server's "Shutdown").
+  [[nodiscard]] bool has_unread_input() const noexcept;
+  // At the drain: unread input, or a read that finished under the guard.
+  [[nodiscard]] bool has_request_on_its_way() const noexcept;
   thread_state* state_;
   tcp_socket* connection_;
+  const tls_stream* stream_;  // null for a plain socket
 };
 
 }  // namespace cyan::net

@@ -44,9 +44,15 @@ enum class tls_error {
 /// The lowest protocol version a context accepts.
 enum class tls_version { tls1_2, tls1_3 };
 
+class tls_stream;
+
 namespace detail {
 struct tls_context_state;
 struct tls_stream_state;
+/// Whether `stream` holds input no read has taken yet: ciphertext it took from the socket and
+/// has not decrypted (a record that came with the handshake, or part of one), or decrypted
+/// bytes not yet read. For tcp_server's drain. [the stream's thread]
+[[nodiscard]] bool holds_unread_input(const tls_stream& stream) noexcept;
 }  // namespace detail
 
 /// What TLS connections use: the certificates and keys (a server's), the trust (a client's),
@@ -290,6 +296,7 @@ class tls_stream {
   [[nodiscard]] const tcp_socket& next_layer() const noexcept;
 
  private:
+  friend bool detail::holds_unread_input(const tls_stream& stream) noexcept;
   explicit tls_stream(std::unique_ptr<detail::tls_stream_state> state) noexcept;
   static dispatch::task<tls_stream> accept_within(tcp_socket socket, tls_context context,
                                                   detail::timeout_type limit);

@@ -156,6 +156,9 @@ class socket_core : noncopyable {
   [[nodiscard]] bool has_waiters() const noexcept {
     return reader_ != nullptr || writer_ != nullptr;
   }
+  /// Whether a read waits (registered with wait()); false once its completion ran, before its
+  /// task resumed.
+  [[nodiscard]] bool is_reading() const noexcept { return reader_ != nullptr; }
 
   /// Attaches the core to the calling thread if it is not attached yet, else checks (debug
   /// builds) that the calling thread is its own, aborting with a message naming `operation`
