@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -99,6 +100,8 @@ class wait_list {
   [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
   [[nodiscard]] sync_wait* front() const noexcept { return head_; }
   void push_back(sync_wait& waiter) noexcept;
+  /// How many waiters there are, counting no further than `limit`.
+  [[nodiscard]] std::size_t size_up_to(std::size_t limit) const noexcept;
   /// Unlinks the first waiter and marks it granted; the caller wakes it after unlocking.
   sync_wait* grant_front() noexcept;
   /// Unlinks every waiter, marks each granted and adds it to `woken`.
