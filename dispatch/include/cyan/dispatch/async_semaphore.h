@@ -99,6 +99,7 @@ class async_semaphore {
    public:
     explicit acquire_awaiter(async_semaphore& semaphore) noexcept
         : sync_wait(semaphore.waiters_, &give_back), semaphore_(semaphore) {}
+    acquire_awaiter(acquire_awaiter&&) noexcept = default;  // before it is awaited only
     ~acquire_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() noexcept { return semaphore_.try_acquire(); }
@@ -116,7 +117,7 @@ class async_semaphore {
     }
 
    private:
-    // Handed a unit, then destroyed before it resumed: the unit goes back.
+    // Handed a unit (or took one), then destroyed before it resumed or declined: it goes back.
     static void give_back(sync_wait& waiter) noexcept {
       static_cast<acquire_awaiter&>(waiter).semaphore_.release_to_waiters(1, limit::unchecked);
     }
