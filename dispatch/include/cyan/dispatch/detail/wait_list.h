@@ -18,7 +18,9 @@
 //              otherwise links the waiter, which notes its coroutine, branch and home.
 //   watch      the task's stop token gets a callback (which may run at once, on this thread).
 //   rendezvous the waker and await_suspend() meet (arrived_): the second goes on with the
-//              coroutine, so a grant that comes before await_suspend() returned is no race.
+//              coroutine, so a grant that comes before await_suspend() returned is no race
+//              (when that is await_suspend() and a discard abandoned the task meanwhile, the
+//              task is dropped instead: see drop_if_abandoned in coro_env.h).
 //   resume     on the waiter's home. When the granting thread is the waiter's own handler
 //              thread, the waiter runs at once, inside the granting call (unlock(), release(),
 //              set(), a send or a receive), until it next suspends: a hand-off there costs no
@@ -192,7 +194,12 @@ class sync_wait {
     if (owner != nullptr && owner->token.stop_possible()) {
       stop_watch_.emplace(owner->token, on_stop{ this });  // may cancel at once
     }
-    return !arrive();
+    if (!arrive()) {
+      return true;  // the waker (or the stop) resumes it
+    }
+    // Granted or cancelled before this returned: it goes on here, unless a discard abandoned
+    // it meanwhile (a grant is then given back as the frame goes: see withdraw).
+    return drop_if_abandoned(suspended, owner);
   }
 
   /// For await_resume(): waits for a stop callback still running on another thread; returns
