@@ -421,4 +421,22 @@ TEST(when_any, a_select_over_two_sends_sends_only_the_winners_item_when_both_hav
   EXPECT_EQ(b.try_receive(), std::nullopt);
 }
 
+// An event's or a latch's wait takes nothing, so it can be a child too: a set event wins at
+// once and the receive after it does not start.
+TEST(when_any, an_event_wait_or_a_latch_wait_is_a_child_too) {
+  handler_thread h;
+  cyan::dispatch::async_event ready(true);
+  cyan::dispatch::async_latch open(0);
+  channel<int> ch(1);
+  ASSERT_TRUE(ch.try_send(1));
+  const auto [first, second] = co_spawn(h, [&]() -> task<std::pair<std::size_t, std::size_t>> {
+                                 const auto r1 = co_await when_any(ready.wait(), ch.receive());
+                                 const auto r2 = co_await when_any(ch.receive(), open.wait());
+                                 co_return std::pair{ r1.index(), r2.index() };
+                               }).get();
+  EXPECT_EQ(first, 0U);
+  EXPECT_EQ(second, 0U);  // the item went to the second select's receive, the latch not waited
+  EXPECT_EQ(ch.try_receive(), std::nullopt);
+}
+
 }  // namespace
