@@ -246,7 +246,7 @@ using operation_result_t = decltype(std::declval<Op&>().await_resume());
 /// child's: await_resume() claims the win before it takes the result, and an operation that
 /// lost the claim — it completed while or after another child won — declines, so what it got
 /// goes back (see decline in wait_list.h) and the child ends with operation_canceled. One that
-/// lost before it started (a child before it completed at once) does not start at all.
+/// lost before it started (an earlier child completed at once) does not start at all.
 template <typename Op>
 class claiming_awaiter {
  public:
