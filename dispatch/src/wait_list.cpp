@@ -57,6 +57,15 @@ void wait_list::push_back(sync_wait& waiter) noexcept {
   tail_ = &waiter;
 }
 
+std::size_t wait_list::size_up_to(std::size_t limit) const noexcept {
+  std::size_t count = 0;
+  for (const sync_wait* waiter = head_; waiter != nullptr && count < limit;
+       waiter = waiter->next_) {
+    ++count;
+  }
+  return count;
+}
+
 void wait_list::unlink(sync_wait& waiter) noexcept {
   (waiter.prev_ != nullptr ? waiter.prev_->next_ : head_) = waiter.next_;
   (waiter.next_ != nullptr ? waiter.next_->prev_ : tail_) = waiter.prev_;

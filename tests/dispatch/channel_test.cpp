@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -402,6 +403,39 @@ TEST(channel, destroying_a_waiting_receiver_withdraws_it) {
   EXPECT_EQ(second, std::optional<int>(5));
   ASSERT_TRUE(ch.try_send(6));
   EXPECT_EQ(ch.try_receive(), std::optional<int>(6));
+}
+
+// A receiver is handed an item, then its task is discarded before it resumes (the hand-off's
+// resumption waits in its thread's queue, behind a task that holds the thread, when
+// stop(discard) comes): the item goes back to the front, ahead of the items sent after it.
+TEST(channel, an_item_given_back_by_a_discarded_receiver_leaves_first) {
+  for (const std::size_t capacity : { std::size_t{ 4 }, channel<int>::unbounded }) {
+    channel<int> ch(capacity);
+    std::atomic<bool> resumed{ false };
+    cyan::dispatch::future<void> receiver;
+    {
+      handler_thread h;
+      receiver = co_spawn(h, [&]() -> task<> {
+        (void)co_await ch.receive();
+        resumed.store(true);
+      });
+      cyan::test::settle(h);  // it waits
+      std::latch gate(1);
+      h.post([&gate] { gate.wait(); });
+      ASSERT_TRUE(ch.try_send(1));  // handed to the receiver, whose resumption is queued
+      ASSERT_TRUE(ch.try_send(2));
+      ASSERT_TRUE(ch.try_send(3));
+      h.stop(cyan::dispatch::stop_mode::discard);
+      gate.count_down();
+      h.join();
+    }
+    EXPECT_THROW(receiver.get(), cyan::dispatch::task_cancelled);
+    EXPECT_FALSE(resumed.load());
+    EXPECT_EQ(ch.try_receive(), std::optional<int>(1));
+    EXPECT_EQ(ch.try_receive(), std::optional<int>(2));
+    EXPECT_EQ(ch.try_receive(), std::optional<int>(3));
+    EXPECT_EQ(ch.try_receive(), std::nullopt);
+  }
 }
 
 TEST(channel, a_stopped_task_is_cancelled_where_it_would_wait_and_only_there) {

@@ -33,6 +33,7 @@
 #include "cyan/event/timer.h"
 #include "support/cpu_time.h"
 #include "support/descriptors.h"
+#include "support/discard_ring.h"
 #include "support/lifecycle.h"
 #include "support/weighted_tasks.h"
 
@@ -208,6 +209,29 @@ TEST(handler_thread, stop_discard_runs_nothing_queued_and_cancels_awaitables) {
   EXPECT_EQ(stats.executed, 1u);  // the gate
   EXPECT_EQ(stats.cancelled, 1000u);
   EXPECT_EQ(stats.queued, 0u);
+}
+
+// As thread_pool's test of the same name: tasks on two handler threads busy handing items to
+// each other through channels, then stop(discard) of both. No task runs more after its thread's
+// discard: no catch block, and every future reports task_cancelled.
+TEST(handler_thread, stop_discard_runs_no_more_of_tasks_that_wait_on_each_other) {
+  for (int round = 0; round < 20; ++round) {
+    cyan::test::discard_ring ring(100);
+    {
+      handler_thread a;
+      handler_thread b;
+      for (std::size_t i = 0; i < 100; ++i) {
+        ring.spawn(i < 50 ? a : b, i);  // runs of 50: hand-offs on one thread run inline
+      }
+      ring.wait_until_busy(2'000);
+      a.stop(stop_mode::discard);
+      b.stop(stop_mode::discard);
+      a.join();
+      b.join();
+    }
+    EXPECT_EQ(ring.caught(), 0) << "round " << round;
+    EXPECT_EQ(ring.not_task_cancelled(), 0) << "round " << round;
+  }
 }
 
 TEST(handler_thread, delayed_work_at_stop_is_cancelled_unless_due) {

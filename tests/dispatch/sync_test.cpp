@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <future>
 #include <latch>
 #include <stdexcept>
@@ -340,6 +341,25 @@ TEST(async_semaphore, destroying_a_waiting_coroutine_withdraws_it) {
   EXPECT_EQ(got, 1);
   EXPECT_TRUE(stays.done());
   EXPECT_EQ(s.available(), 1U);
+}
+
+// A release past max() throws and changes nothing, whether or not tasks wait: the units a
+// release hands to waiters count, only the rest must fit in the count.
+TEST(async_semaphore, a_release_past_max_with_a_waiter_throws_and_changes_nothing) {
+  async_semaphore s(0);
+  int got = 0;
+  cyan::test::owned_coroutine waiter = acquire_then_count(s, got);
+  EXPECT_THROW(s.release(SIZE_MAX), std::overflow_error);
+  EXPECT_THROW(s.release(async_semaphore::max() + 2), std::overflow_error);
+  EXPECT_EQ(got, 0);
+  EXPECT_FALSE(waiter.done());
+  EXPECT_EQ(s.available(), 0U);
+  s.release(async_semaphore::max() + 1);  // one to the waiter, max() to the count
+  EXPECT_EQ(got, 1);
+  EXPECT_TRUE(waiter.done());
+  EXPECT_EQ(s.available(), async_semaphore::max());
+  EXPECT_THROW(s.release(), std::overflow_error);
+  EXPECT_EQ(s.available(), async_semaphore::max());
 }
 
 TEST(async_semaphore, a_cancellation_racing_a_release_never_loses_a_unit) {

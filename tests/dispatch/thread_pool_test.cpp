@@ -25,6 +25,7 @@
 #include "cyan/dispatch/detail/frame_allocator.h"
 #include "support/allocation_counter.h"
 #include "support/cpu_time.h"
+#include "support/discard_ring.h"
 #include "support/lifecycle.h"
 #include "support/stress_env.h"
 #include "support/weighted_tasks.h"
@@ -173,6 +174,26 @@ TEST(thread_pool, stop_drain_runs_every_queued_task) {
   blockers.open();
   pool.join();
   EXPECT_EQ(ran.load(), 1000);
+}
+
+// Tasks busy handing items to each other through channels, then stop(discard): each is
+// destroyed at its next resumption, none goes on to run a catch block for a cancellation, and
+// every future reports task_cancelled. Several rounds: the window is a few instructions wide.
+TEST(thread_pool, stop_discard_runs_no_more_of_tasks_that_wait_on_each_other) {
+  for (int round = 0; round < 40; ++round) {
+    cyan::test::discard_ring ring(100);
+    {
+      thread_pool pool(2);
+      for (std::size_t i = 0; i < 100; ++i) {
+        ring.spawn(pool, i);
+      }
+      ring.wait_until_busy(2'000);
+      pool.stop(stop_mode::discard);
+      pool.join();
+    }
+    EXPECT_EQ(ring.caught(), 0) << "round " << round;
+    EXPECT_EQ(ring.not_task_cancelled(), 0) << "round " << round;
+  }
 }
 
 TEST(thread_pool, stop_discard_cancels_every_task_not_started) {

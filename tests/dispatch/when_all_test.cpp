@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <latch>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -13,14 +16,19 @@
 #include <vector>
 
 #include "cyan/dispatch.h"
+#include "support/race_support.h"
 
 namespace {
 
 using namespace std::chrono_literals;
+using cyan::dispatch::async_mutex;
+using cyan::dispatch::async_semaphore;
+using cyan::dispatch::channel;
 using cyan::dispatch::co_spawn;
 using cyan::dispatch::handler_thread;
 using cyan::dispatch::sleep_for;
 using cyan::dispatch::task;
+using cyan::dispatch::thread_pool;
 using cyan::dispatch::when_all;
 using cyan::dispatch::when_any;
 
@@ -190,6 +198,245 @@ TEST(when_any, a_stop_of_the_parent_reaches_the_children) {
     EXPECT_EQ(e.code(), std::errc::operation_canceled);
   }
   EXPECT_EQ(cancelled.load(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// when_any over cyan's operations: a select. Exactly one child wins; what a losing operation
+// got goes back.
+
+// Keeps a handler thread busy until release(), so that what is handed to its tasks meanwhile
+// waits in its queue: grants that all come before any of them resumes.
+class held_thread {
+ public:
+  explicit held_thread(handler_thread& h) {
+    h.post([this] { gate_.wait(); });
+  }
+  void release() { gate_.count_down(); }
+
+ private:
+  std::latch gate_{ 1 };
+};
+
+// Both channels hold an item: the first child wins at once and the second does not take its
+// channel's item.
+TEST(when_any, a_select_over_two_ready_receives_takes_one_item_and_leaves_the_other) {
+  handler_thread h;
+  for (const std::size_t capacity : { std::size_t{ 4 }, channel<int>::unbounded }) {
+    channel<int> a(capacity);
+    channel<int> b(capacity);
+    ASSERT_TRUE(a.try_send(1));
+    ASSERT_TRUE(b.try_send(2));
+    const auto r = co_spawn(h, [&]() -> task<std::variant<std::optional<int>, std::optional<int>>> {
+                     co_return co_await when_any(a.receive(), b.receive());
+                   }).get();
+    EXPECT_EQ(r.index(), 0U);
+    EXPECT_EQ(std::get<0>(r), std::optional<int>(1));
+    EXPECT_EQ(a.try_receive(), std::nullopt);
+    EXPECT_EQ(b.try_receive(), std::optional<int>(2));  // 2 sent, 1 received, 1 left
+  }
+}
+
+// Both receives wait and are handed an item before either resumes: the first to resume wins,
+// the other gives its item back to the front of its channel, ahead of what came after it.
+TEST(when_any, a_receive_that_lost_after_it_was_handed_an_item_puts_it_back_first) {
+  handler_thread h;
+  channel<int> a(4);
+  channel<int> b(4);
+  auto selected = co_spawn(h, [&]() -> task<std::variant<std::optional<int>, std::optional<int>>> {
+    co_return co_await when_any(a.receive(), b.receive());
+  });
+  cyan::test::settle(h);  // both children wait
+  held_thread held(h);
+  ASSERT_TRUE(a.try_send(1));   // handed to the first child
+  ASSERT_TRUE(b.try_send(10));  // handed to the second
+  ASSERT_TRUE(b.try_send(11));  // buffered behind it
+  held.release();
+  const auto r = selected.get();
+  EXPECT_EQ(r.index(), 0U);
+  EXPECT_EQ(std::get<0>(r), std::optional<int>(1));
+  EXPECT_EQ(b.try_receive(), std::optional<int>(10));
+  EXPECT_EQ(b.try_receive(), std::optional<int>(11));
+  EXPECT_EQ(b.try_receive(), std::nullopt);
+  EXPECT_EQ(a.try_receive(), std::nullopt);
+}
+
+// Receives the rest of `ch` until it is closed and drained.
+task<> drain(channel<int>& ch, std::vector<int>& got) {
+  while (std::optional<int> item = co_await ch.receive()) {
+    got.push_back(*item);
+  }
+}
+
+// A Go-style select loop while two producers send and then close: every item arrives exactly
+// once, each channel's in its order, and nothing is left. On a handler thread and on a pool
+// (where the two children may complete on two workers at once). The loop ends when a channel
+// ends (the rest of the other is drained), so a lost item fails the test instead of hanging it.
+template <typename Executor>
+void select_loop_receives_every_item(Executor& consumer_home, thread_pool& producers) {
+  constexpr int kItems = 3'000;
+  channel<int> a(8);
+  channel<int> b(8);
+  auto produce = [](channel<int>& ch) -> task<> {
+    for (int i = 0; i < kItems; ++i) {
+      co_await ch.send(i);
+    }
+    ch.close();
+  };
+  auto sent_a = co_spawn(producers, [&] { return produce(a); });
+  auto sent_b = co_spawn(producers, [&] { return produce(b); });
+  const auto [from_a, from_b] =
+      co_spawn(consumer_home, [&]() -> task<std::pair<std::vector<int>, std::vector<int>>> {
+        std::vector<int> got_a;
+        std::vector<int> got_b;
+        for (;;) {  // bounded: both channels end
+          auto r = co_await when_any(a.receive(), b.receive());
+          const std::optional<int> item = r.index() == 0 ? std::get<0>(r) : std::get<1>(r);
+          if (!item) {
+            break;
+          }
+          (r.index() == 0 ? got_a : got_b).push_back(*item);
+        }
+        co_await drain(a, got_a);
+        co_await drain(b, got_b);
+        co_return std::pair{ std::move(got_a), std::move(got_b) };
+      }).get();
+  sent_a.get();
+  sent_b.get();
+  std::vector<int> expected(kItems);
+  for (int i = 0; i < kItems; ++i) {
+    expected[static_cast<std::size_t>(i)] = i;
+  }
+  EXPECT_EQ(from_a.size(), expected.size());  // 3,000 of each, none lost
+  EXPECT_EQ(from_b.size(), expected.size());
+  EXPECT_TRUE(from_a == expected) << "a's items in their order, each once";
+  EXPECT_TRUE(from_b == expected) << "b's items in their order, each once";
+  EXPECT_EQ(a.try_receive(), std::nullopt);
+  EXPECT_EQ(b.try_receive(), std::nullopt);
+}
+
+TEST(when_any, a_select_loop_on_a_handler_thread_receives_every_item_once_in_order) {
+  handler_thread h;
+  thread_pool producers(2);
+  for (int run = 0; run < 5; ++run) {
+    select_loop_receives_every_item(h, producers);
+  }
+}
+
+TEST(when_any, a_select_loop_on_a_pool_receives_every_item_once_in_order) {
+  thread_pool consumers(2);
+  thread_pool producers(2);
+  for (int run = 0; run < 5; ++run) {
+    select_loop_receives_every_item(consumers, producers);
+  }
+}
+
+// On a semaphore of 2 the first acquire wins at once, and the second does not take a unit.
+TEST(when_any, a_select_over_two_acquires_holds_one_unit) {
+  handler_thread h;
+  async_semaphore s(2);
+  const std::size_t index = co_spawn(h, [&]() -> task<std::size_t> {
+                              co_return (co_await when_any(s.acquire(), s.acquire())).index();
+                            }).get();
+  EXPECT_EQ(index, 0U);
+  EXPECT_EQ(s.available(), 1U);  // the winner holds one
+}
+
+// Both acquires wait and are handed a unit before either resumes: the loser gives its unit back.
+TEST(when_any, an_acquire_that_lost_after_it_was_handed_a_unit_releases_it) {
+  handler_thread h;
+  async_semaphore s(0);
+  auto selected = co_spawn(h, [&]() -> task<std::size_t> {
+    co_return (co_await when_any(s.acquire(), s.acquire())).index();
+  });
+  cyan::test::settle(h);
+  held_thread held(h);
+  s.release(2);  // one unit to each child
+  held.release();
+  EXPECT_EQ(selected.get(), 0U);
+  EXPECT_EQ(s.available(), 1U);
+}
+
+// Acquires racing on a pool: after each select exactly one unit is held, whichever way the
+// children's grants and the loser's stop interleave.
+TEST(when_any, selects_over_acquires_racing_releases_never_lose_a_unit) {
+  thread_pool pool(2);
+  handler_thread releaser;
+  async_semaphore s(0);
+  constexpr int kRounds = 2'000;
+  for (int round = 0; round < kRounds; ++round) {
+    auto selected = co_spawn(pool, [&]() -> task<std::size_t> {
+      co_return (co_await when_any(s.acquire(), s.acquire())).index();
+    });
+    co_spawn(releaser, [&s]() -> task<> {
+      s.release(2);
+      co_return;
+    }).get();
+    (void)selected.get();
+    ASSERT_EQ(s.available(), 1U) << "round " << round;
+    ASSERT_TRUE(s.try_acquire());
+  }
+}
+
+// Locks: the loser never keeps a lock, whether it lost before it started or after it got one.
+TEST(when_any, a_select_over_two_locks_holds_only_the_winners) {
+  handler_thread h;
+  async_mutex m1;
+  async_mutex m2;
+  const bool second_free = co_spawn(h, [&]() -> task<bool> {
+                             auto r = co_await when_any(m1.scoped_lock(), m2.scoped_lock());
+                             EXPECT_EQ(r.index(), 0U);
+                             EXPECT_TRUE(std::get<0>(r).owns_lock());
+                             co_return m2.try_lock();
+                           }).get();
+  EXPECT_TRUE(second_free);
+  m2.unlock();
+  EXPECT_TRUE(m1.try_lock());  // the winner's guard unlocked when it went
+  m1.unlock();
+  ASSERT_TRUE(m1.try_lock());
+  ASSERT_TRUE(m2.try_lock());
+  auto selected = co_spawn(h, [&]() -> task<std::size_t> {
+    co_return (co_await when_any(m1.scoped_lock(), m2.scoped_lock())).index();
+  });
+  cyan::test::settle(h);
+  held_thread held(h);
+  m1.unlock();  // handed to the first child
+  m2.unlock();  // handed to the second
+  held.release();
+  EXPECT_EQ(selected.get(), 0U);
+  EXPECT_TRUE(m1.try_lock());
+  EXPECT_TRUE(m2.try_lock());  // the loser passed it on
+}
+
+// Sends: when both have room only the first sends; a send that waited and lost while its room
+// came stays sent (a send cannot be taken back) and ends cancelled.
+TEST(when_any, a_select_over_two_sends_sends_only_the_winners_item_when_both_have_room) {
+  handler_thread h;
+  channel<int> a(1);
+  channel<int> b(1);
+  const std::size_t index = co_spawn(h, [&]() -> task<std::size_t> {
+                              co_return (co_await when_any(a.send(1), b.send(2))).index();
+                            }).get();
+  EXPECT_EQ(index, 0U);
+  EXPECT_EQ(a.try_receive(), std::optional<int>(1));
+  EXPECT_EQ(b.try_receive(), std::nullopt);
+}
+
+// An event's or a latch's wait takes nothing, so it can be a child too: a set event wins at
+// once and the receive after it does not start.
+TEST(when_any, an_event_wait_or_a_latch_wait_is_a_child_too) {
+  handler_thread h;
+  cyan::dispatch::async_event ready(true);
+  cyan::dispatch::async_latch open(0);
+  channel<int> ch(1);
+  ASSERT_TRUE(ch.try_send(1));
+  const auto [first, second] = co_spawn(h, [&]() -> task<std::pair<std::size_t, std::size_t>> {
+                                 const auto r1 = co_await when_any(ready.wait(), ch.receive());
+                                 const auto r2 = co_await when_any(ch.receive(), open.wait());
+                                 co_return std::pair{ r1.index(), r2.index() };
+                               }).get();
+  EXPECT_EQ(first, 0U);
+  EXPECT_EQ(second, 0U);  // the item went to the second select's receive, the latch not waited
+  EXPECT_EQ(ch.try_receive(), std::nullopt);
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ class async_mutex {
    public:
     explicit lock_awaiter(async_mutex& mutex) noexcept
         : sync_wait(mutex.waiters_, &give_back), mutex_(mutex) {}
+    lock_awaiter(lock_awaiter&&) noexcept = default;  // before it is awaited only
     ~lock_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() noexcept { return mutex_.try_lock(); }
@@ -108,7 +109,7 @@ class async_mutex {
     }
 
    private:
-    // Handed the lock, then destroyed before it resumed: the lock goes on to the next.
+    // Handed the lock (or took it), then destroyed before it resumed or declined: it goes on.
     static void give_back(sync_wait& waiter) noexcept {
       static_cast<lock_awaiter&>(waiter).mutex_.unlock();
     }

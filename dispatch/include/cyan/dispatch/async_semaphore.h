@@ -51,19 +51,20 @@ class async_semaphore {
   [[nodiscard]] auto acquire() noexcept { return acquire_awaiter(*this); }
 
   /// Gives `n` units back: to waiting tasks first (each resumes on its home), the rest to the
-  /// count. Throws std::overflow_error when the count would pass max() (nothing is released).
+  /// count. Throws std::overflow_error when the rest would take the count past max(), waiters
+  /// or not (nothing is released then).
   void release(std::size_t n = 1) {
     std::size_t seen = state_.load(std::memory_order_relaxed);
     while ((seen & kWaiters) == 0) {
       if (n > max() - (seen >> kShift)) {
-        throw std::overflow_error("cyan::dispatch::async_semaphore: release past max()");
+        throw_past_max();
       }
       if (state_.compare_exchange_weak(seen, seen + n * kUnit, std::memory_order_release,
                                        std::memory_order_relaxed)) {
         return;
       }
     }
-    release_to_waiters(n);
+    release_to_waiters(n, limit::checked);
   }
 
   /// The units free now (a snapshot).
@@ -79,6 +80,14 @@ class async_semaphore {
   static constexpr unsigned kShift = 1;
   static constexpr std::size_t kUnit = std::size_t{ 1 } << kShift;
 
+  // Whether release_to_waiters() refuses units past max(): a give-back returns a unit that
+  // was counted before, so it needs no check (and must not throw).
+  enum class limit { checked, unchecked };
+
+  [[noreturn, gnu::cold]] static void throw_past_max() {
+    throw std::overflow_error("cyan::dispatch::async_semaphore: release past max()");
+  }
+
   static std::size_t checked(std::size_t initial) {
     if (initial > max()) {
       throw std::invalid_argument("cyan::dispatch::async_semaphore: more units than max()");
@@ -90,6 +99,7 @@ class async_semaphore {
    public:
     explicit acquire_awaiter(async_semaphore& semaphore) noexcept
         : sync_wait(semaphore.waiters_, &give_back), semaphore_(semaphore) {}
+    acquire_awaiter(acquire_awaiter&&) noexcept = default;  // before it is awaited only
     ~acquire_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() noexcept { return semaphore_.try_acquire(); }
@@ -107,9 +117,9 @@ class async_semaphore {
     }
 
    private:
-    // Handed a unit, then destroyed before it resumed: the unit goes back.
+    // Handed a unit (or took one), then destroyed before it resumed or declined: it goes back.
     static void give_back(sync_wait& waiter) noexcept {
-      static_cast<acquire_awaiter&>(waiter).semaphore_.release_to_waiters(1);
+      static_cast<acquire_awaiter&>(waiter).semaphore_.release_to_waiters(1, limit::unchecked);
     }
     async_semaphore& semaphore_;
   };
@@ -126,7 +136,8 @@ class async_semaphore {
     }
   }
 
-  void release_to_waiters(std::size_t n) noexcept;
+  void release_to_waiters(std::size_t n, limit check);
+  void add_to_count(std::size_t n, limit check);
 
   static void emptied(void* self) noexcept {
     // Waiters meant no free units: none now either.
@@ -137,23 +148,46 @@ class async_semaphore {
   detail::wait_list waiters_{ &emptied, this };
 };
 
-inline void async_semaphore::release_to_waiters(std::size_t n) noexcept {
+// Under the lock, before anything is handed over: a release that would take the count past
+// max() throws here, so it changes nothing.
+inline void async_semaphore::release_to_waiters(std::size_t n, limit check) {
   detail::granted_chain woken;  // woken when it goes, after the lock
   std::lock_guard guard(waiters_.lock());
-  for (; n > 0 && !waiters_.empty(); --n) {
+  const std::size_t granted = waiters_.size_up_to(n);
+  if (check == limit::checked && n - granted > max() - available()) {
+    throw_past_max();
+  }
+  for (std::size_t i = 0; i < granted; ++i) {
     woken.add(*waiters_.grant_front());
   }
-  if (waiters_.empty() && n > 0) {
-    // No waiter left: the rest go to the count. With the flag still set the state holds no unit
-    // (units and waiters never coexist) and no fast path touches it; without it (the waiters
-    // were cancelled before this took the lock) the fast paths run alongside.
-    if ((state_.load(std::memory_order_relaxed) & kWaiters) != 0) {
-      state_.store(n << kShift, std::memory_order_release);
-    } else {
-      state_.fetch_add(n << kShift, std::memory_order_release);
-    }
+  n -= granted;
+  if (n > 0) {
+    add_to_count(n, check);
   } else if (waiters_.empty()) {
     state_.fetch_and(~kWaiters, std::memory_order_release);
+  }
+}
+
+// Under the lock, with no waiter left: the rest go to the count. With the flag still set the
+// state holds no unit (units and waiters never coexist) and no fast path touches it; without it
+// (the waiters were cancelled before this took the lock) the fast paths run alongside.
+inline void async_semaphore::add_to_count(std::size_t n, limit check) {
+  std::size_t seen = state_.load(std::memory_order_relaxed);
+  if ((seen & kWaiters) != 0) {
+    state_.store(n << kShift, std::memory_order_release);
+    return;
+  }
+  for (;;) {
+    if (check == limit::checked && n > max() - (seen >> kShift)) {
+      // A fast-path release came in meanwhile. Nothing was granted: with a grant the flag would
+      // still be set (the list was not empty when this took the lock).
+      throw_past_max();
+    }
+    // release: pairs with the acquire of try_acquire()'s CAS.
+    if (state_.compare_exchange_weak(seen, seen + (n << kShift), std::memory_order_release,
+                                     std::memory_order_relaxed)) {
+      return;
+    }
   }
 }
 

@@ -3,8 +3,11 @@
 #include <atomic>
 #include <coroutine>
 #include <cstddef>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -38,13 +41,15 @@ namespace cyan::dispatch {
 /// consumed an item (it stays for the others), a cancelled send never enqueued its item; a
 /// waiter that got there first returns normally. Destroying a waiting task withdraws it (a
 /// receiver destroyed after an item was handed to it — its task discarded — puts the item back
-/// into the channel, unless the channel has no room left by then).
+/// at the front of the channel, ahead of the items sent after it, so the order holds). In
+/// when_any(), a receive that loses gives its item back to the front the same way, and a send
+/// that loses after its item went in leaves it sent (see when_any).
 ///
 /// Cost: try_send and try_receive on a channel that is neither full nor empty (and a send or
 /// receive that need not wait) take no lock and make no system call: one CAS on the buffer's
-/// tail or head, and a load to see whether anyone waits. Waking a waiter takes a
-/// short spin lock and one post to the waiter's home. Memory: a bounded channel allocates its
-/// buffer once, at construction; an unbounded one allocates a block of 255 items per 255 sends
+/// tail or head, and loads to see whether anyone waits and whether items came back. Waking a waiter
+/// takes a short spin lock and one post to the waiter's home. Memory: a bounded channel allocates
+/// its buffer once, at construction; an unbounded one allocates a block of 255 items per 255 sends
 /// at most (freed blocks are kept for reuse); waiting allocates nothing (the waiter lives in the
 /// awaiting frame).
 ///
@@ -169,7 +174,8 @@ class channel {
   class send_awaiter : public detail::sync_wait {
    public:
     send_awaiter(channel& ch, T&& value) noexcept
-        : sync_wait(ch.senders_, nullptr), channel_(ch), value_(std::move(value)) {}
+        : sync_wait(ch.senders_, &give_back), channel_(ch), value_(std::move(value)) {}
+    send_awaiter(send_awaiter&&) noexcept = default;  // before it is awaited only
     ~send_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() {
@@ -224,6 +230,14 @@ class channel {
 
    private:
     friend class channel;
+    // A send cannot be taken back (a receiver may have the item already): declined, it stays
+    // sent, and what await_resume() would have done for a second try's push is done here.
+    static void give_back(sync_wait& waiter) noexcept {
+      auto& self = static_cast<send_awaiter&>(waiter);
+      if (self.pushed_) {
+        self.channel_.after_push();
+      }
+    }
     channel& channel_;
     T value_;
     bool pushed_ = false;
@@ -234,6 +248,7 @@ class channel {
    public:
     explicit receive_awaiter(channel& ch) noexcept
         : sync_wait(ch.receivers_, &give_back), channel_(ch) {}
+    receive_awaiter(receive_awaiter&&) noexcept = default;  // before it is awaited only
     ~receive_awaiter() { withdraw(); }
 
     [[nodiscard]] bool await_ready() noexcept {
@@ -281,11 +296,12 @@ class channel {
 
    private:
     friend class channel;
-    // Handed an item, then destroyed before it resumed: the item goes back.
+    // Handed an item (or took one), then destroyed before it resumed, or declined: the item
+    // goes back to the front.
     static void give_back(sync_wait& waiter) noexcept {
       auto& self = static_cast<receive_awaiter&>(waiter);
-      if (self.item_ && self.channel_.push(*self.item_, true) == detail::ring_result::done) {
-        self.channel_.after_push();
+      if (self.item_) {
+        self.channel_.put_back(*self.item_, self.popped_);
       }
     }
     channel& channel_;
@@ -312,7 +328,19 @@ class channel {
                : detail::ring_result::closed;
   }
 
+  // The next item: one given back first (see put_back), then the buffer's.
   detail::ring_result pop(std::optional<T>& out) noexcept {
+    if (take_returned(out)) {
+      return detail::ring_result::done;
+    }
+    const detail::ring_result found = pop_buffer(out);
+    if (found == detail::ring_result::closed && take_returned(out)) {
+      return detail::ring_result::done;  // given back while the buffer was found drained
+    }
+    return found;
+  }
+
+  detail::ring_result pop_buffer(std::optional<T>& out) noexcept {
     if (ring_) {
       return ring_->pop(out);
     }
@@ -331,6 +359,47 @@ class channel {
     }
   }
 
+  // An item a receiver took comes back, because it will not be taken after all: its task was
+  // dropped after the hand-off, or it was a when_any child that lost. It goes ahead of every
+  // buffered item (it left before them), so items still leave in the order they were sent; the
+  // room it made (`made_room`: it came out of the buffer and no sender was told yet) goes to
+  // the waiting senders. Then it is handed on to a waiting receiver, if any. Should memory run
+  // out for the front, it goes to the back (unless the channel has no room left by then).
+  void put_back(T& item, bool made_room) noexcept {
+    bool kept = true;
+    try {
+      std::lock_guard guard(returned_lock_);
+      returned_.push_front(std::move(item));
+      // seq_cst: with after_push's load of receivers_waiting_ below, the handshake with a
+      // receiver about to wait (it announces itself, then pops).
+      returned_count_.store(returned_.size(), std::memory_order_seq_cst);
+    } catch (const std::bad_alloc&) {
+      kept = push(item, true) == detail::ring_result::done;
+    }
+    if (made_room) {
+      after_pop();
+    }
+    if (kept) {
+      after_push();
+    }
+  }
+
+  // Takes the first item given back, if any.
+  bool take_returned(std::optional<T>& out) noexcept {
+    // seq_cst: pairs with put_back's store (see there).
+    if (returned_count_.load(std::memory_order_seq_cst) == 0) [[likely]] {
+      return false;
+    }
+    std::lock_guard guard(returned_lock_);
+    if (returned_.empty()) {
+      return false;
+    }
+    out.emplace(std::move(returned_.front()));
+    returned_.pop_front();
+    returned_count_.store(returned_.size(), std::memory_order_relaxed);
+    return true;
+  }
+
   // A receiver waits and nothing is buffered: the item goes straight into the first waiting
   // receiver, not through the buffer, so no buffer line crosses between the cores (the
   // receivers' flag, their lock and the waiter do either way). Returns whether it went; if not,
@@ -343,7 +412,8 @@ class channel {
     detail::granted_chain woken;  // woken when it goes, after the lock
     std::lock_guard guard(receivers_.lock());
     const bool buffer_empty_and_open =
-        ring_ ? ring_->empty_and_open() : !queue_->sealed() && queue_->empty();
+        (ring_ ? ring_->empty_and_open() : !queue_->sealed() && queue_->empty()) &&
+        returned_count_.load(std::memory_order_seq_cst) == 0;
     if (receivers_.empty() || !buffer_empty_and_open) {
       return false;
     }
@@ -431,6 +501,11 @@ class channel {
   detail::wait_list receivers_{ &receivers_emptied, this };
   alignas(cache_line_size) std::atomic<bool> senders_waiting_{ false };
   detail::wait_list senders_{ &senders_emptied, this };
+  // Items given back (put_back), oldest first, under returned_lock_; returned_count_ is their
+  // number, for pop's look without the lock (written under it).
+  alignas(cache_line_size) std::atomic<std::size_t> returned_count_{ 0 };
+  detail::spin_lock returned_lock_;
+  std::deque<T> returned_;
 };
 
 }  // namespace cyan::dispatch

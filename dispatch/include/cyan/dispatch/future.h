@@ -202,13 +202,12 @@ class future {
           hold(state);
           return state.set_continuation(&resume, this) && !arrive();
         }
-        if (owner->abandoned()) {
-          detail::resume_later_on(detail::current_executor(), suspended, owner);  // drops it
+        if (detail::drop_if_abandoned(suspended, owner)) {
           return true;
         }
         if (owner->token.stop_requested()) {
           cancelled = true;
-          return false;
+          return detail::drop_if_abandoned(suspended, owner);  // a discard's stop
         }
         hold(state);  // before stop_requested() may use it
         if (owner->token.stop_possible()) {
@@ -221,9 +220,13 @@ class future {
         // withdraw: it is seen here.
         if (owner->token.stop_requested() && state.revoke_continuation()) {
           cancelled = true;
-          return false;
+          return detail::drop_if_abandoned(suspended, owner);  // a discard's stop
         }
-        return !arrive();
+        if (!arrive()) {
+          return true;
+        }
+        // Completed or cancelled (its stop callback ran at once) before this returned.
+        return cancelled && detail::drop_if_abandoned(suspended, owner);
       }
     }
 

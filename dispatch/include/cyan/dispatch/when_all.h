@@ -67,16 +67,28 @@ task<std::vector<detail::child_value_t<T>>> when_all(std::vector<task<T>> childr
   co_return results;
 }
 
-/// Runs the tasks concurrently (as when_all() does) until the first of them finishes; then
+/// Runs the children concurrently (as when_all() does) until the first of them finishes; then
 /// asks the others to stop (their stop token, which also follows the awaiting task's) and
 /// waits for them, so nothing outlives the call. Yields a variant whose index() is the first
-/// finisher's position and which holds its value (std::monostate for a void task); if that
-/// child threw, its exception is rethrown instead. What the others return or throw (typically
-/// operation_canceled) is discarded. Throws like when_all().
-template <typename... T>
-task<std::variant<detail::child_value_t<T>...>> when_any(task<T>... children) {
-  static_assert(sizeof...(T) > 0, "when_any needs at least one task");
-  constexpr std::size_t n = sizeof...(T);
+/// finisher's position and which holds its value (std::monostate for a void one); if that
+/// child threw, its exception is rethrown instead. Throws like when_all().
+///
+/// A child is a task, or one of cyan's operations itself, not awaited yet: a channel's
+/// receive() or send(), an async_semaphore's acquire(), an async_mutex's scoped_lock(), an
+/// async_event's or async_latch's wait() — `co_await when_any(a.receive(), b.receive())` is a
+/// select. An operation child finishes when its operation completes, and only one child wins:
+/// an operation that completes while or after another child won gives back what it got — a
+/// received item to the front of its channel (it leaves next, in its order), a unit to its
+/// semaphore, the lock to the next waiter — and ends cancelled, so a select loop loses no item.
+/// A send cannot be taken back: one that lost after its item went in leaves it sent. What a
+/// losing task child returns is discarded (typically it throws operation_canceled): to select
+/// without losing, give when_any the operations, not tasks that await them.
+template <typename... C>
+requires(detail::any_child<C>&&...)
+    task<std::variant<detail::child_value_t<detail::child_result_t<C>>...>> when_any(
+        C... children) {
+  static_assert(sizeof...(C) > 0, "when_any needs at least one task");
+  constexpr std::size_t n = sizeof...(C);
   detail::branch* parent = co_await detail::branch_reader{};
   std::stop_source stop_children;
   std::optional<detail::stop_forwarder> follow_parent;
@@ -85,17 +97,22 @@ task<std::variant<detail::child_value_t<T>...>> when_any(task<T>... children) {
   }
   detail::join_state join(n);
   join.stop_others_with(&stop_children);
-  std::tuple<detail::outcome<T>...> slots;
+  auto tasks = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple<task<detail::child_result_t<C>>...>{ detail::as_child_task(
+        std::move(children), join, I)... };
+  }
+  (std::index_sequence_for<C...>{});
+  std::tuple<detail::outcome<detail::child_result_t<C>>...> slots;
   std::array<detail::child_branch, n> branches;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (detail::prepare_child(join, I, children, std::get<I>(slots), branches[I],
+    (detail::prepare_child(join, I, std::get<I>(tasks), std::get<I>(slots), branches[I],
                            stop_children.get_token(), parent),
      ...);
   }
-  (std::index_sequence_for<T...>{});
+  (std::index_sequence_for<C...>{});
   co_await detail::join_awaiter(join);
   const std::size_t winner = join.winner();
-  using result = std::variant<detail::child_value_t<T>...>;
+  using result = std::variant<detail::child_value_t<detail::child_result_t<C>>...>;
   std::optional<result> chosen;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((I == winner
@@ -103,7 +120,7 @@ task<std::variant<detail::child_value_t<T>...>> when_any(task<T>... children) {
           : (void)0),
      ...);
   }
-  (std::index_sequence_for<T...>{});
+  (std::index_sequence_for<C...>{});
   co_return std::move(*chosen);
 }
 

@@ -205,15 +205,34 @@ inline void resume_later_on(executor_ref home, std::coroutine_handle<> coroutine
 /// does not wait either (await_suspend returns false and the operation throws
 /// operation_canceled).
 enum class admission { wait, dropped, stopped };
+
+/// For an operation that found, while its coroutine suspends, that it was cancelled (a stop
+/// seen, or a stop callback that ran at once): if the branch was abandoned meanwhile, its drop
+/// is posted to this thread's queue (the operation's await_suspend returns true) instead of the
+/// coroutine going on to throw operation_canceled — stop(discard) runs no more of a task.
+/// stop(discard) abandons before it requests the stop, so a look after the stop was seen cannot
+/// miss it. Returns whether the branch is dropped.
+[[nodiscard]] inline bool drop_if_abandoned(std::coroutine_handle<> coroutine,
+                                            branch* owner) noexcept {
+  if (owner == nullptr || !owner->abandoned()) {
+    return false;
+  }
+  resume_later_on(current_executor(), coroutine, owner);  // it drops the branch
+  return true;
+}
+
 [[nodiscard]] inline admission admit(std::coroutine_handle<> coroutine, branch* owner) noexcept {
   if (owner == nullptr) {
     return admission::wait;
   }
-  if (owner->abandoned()) {
-    resume_later_on(current_executor(), coroutine, owner);  // it drops the branch
+  if (drop_if_abandoned(coroutine, owner)) {
     return admission::dropped;
   }
-  return owner->token.stop_requested() ? admission::stopped : admission::wait;
+  if (!owner->token.stop_requested()) {
+    return admission::wait;
+  }
+  // The stop may be a discard's that the look above missed (see drop_if_abandoned).
+  return drop_if_abandoned(coroutine, owner) ? admission::dropped : admission::stopped;
 }
 
 }  // namespace cyan::dispatch::detail

@@ -4,6 +4,7 @@
 // the children and the awaiting parent meet, each child's branch and the coroutine that runs it.
 
 #include <atomic>
+#include <concepts>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
@@ -17,6 +18,7 @@
 #include "cyan/dispatch/detail/coro_env.h"
 #include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/detail/outcome.h"
+#include "cyan/dispatch/detail/schedule_awaiter.h"
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/task.h"
 
@@ -75,13 +77,28 @@ class join_state {
     return !arrive();
   }
 
+  /// For when_any: child `index` would be the winner. The first claim wins and stops the
+  /// others; returns whether `index` is the winner (a child may claim more than once).
+  bool claim(std::size_t index) noexcept {
+    std::size_t seen = kNone;
+    if (winner_.compare_exchange_strong(seen, index, std::memory_order_acq_rel)) {
+      stopper_->request_stop();
+      return true;
+    }
+    return seen == index;
+  }
+
+  /// For when_any: whether a child other than `index` won already.
+  [[nodiscard]] bool lost(std::size_t index) const noexcept {
+    const std::size_t seen = winner();
+    return seen != kNone && seen != index;
+  }
+
   /// A child's end (after its result is stored, with its wrapper's handle cleared): returns
   /// the parent to go on with by symmetric transfer, or noop.
   std::coroutine_handle<> child_done(std::size_t index) noexcept {
-    std::size_t none = kNone;
-    if (stopper_ != nullptr &&
-        winner_.compare_exchange_strong(none, index, std::memory_order_acq_rel)) {
-      stopper_->request_stop();
+    if (stopper_ != nullptr) {
+      (void)claim(index);  // a task child wins by finishing first
     }
     if (!arrive()) {
       return std::noop_coroutine();
@@ -207,6 +224,95 @@ class join_child {
 template <typename T>
 void mark_dropped(void* slot) noexcept {
   static_cast<outcome<T>*>(slot)->set_error(std::make_exception_ptr(task_cancelled{}));
+}
+
+/// A cyan operation when_any takes as a child besides tasks: an awaiter of a channel's send()
+/// and receive(), an async_semaphore's acquire(), an async_mutex's scoped_lock(), an
+/// async_event's or async_latch's wait() — one that can give back what it got (decline(), see
+/// wait_list.h) and that moves before it is awaited.
+template <typename Op>
+concept declinable_operation =
+    std::is_nothrow_move_constructible_v<Op> && !std::is_reference_v<Op> && requires(Op & op) {
+  { op.await_ready() } -> std::convertible_to<bool>;
+  op.await_resume();
+  op.decline();
+};
+
+/// What an operation child yields.
+template <typename Op>
+using operation_result_t = decltype(std::declval<Op&>().await_resume());
+
+/// Awaits an operation child of when_any (what operation_child runs). Its completion is its
+/// child's: await_resume() claims the win before it takes the result, and an operation that
+/// lost the claim — it completed while or after another child won — declines, so what it got
+/// goes back (see decline in wait_list.h) and the child ends with operation_canceled. One that
+/// lost before it started (an earlier child completed at once) does not start at all.
+template <typename Op>
+class claiming_awaiter {
+ public:
+  claiming_awaiter(Op& op, join_state& join, std::size_t index) noexcept
+      : op_(op), join_(join), index_(index) {}
+  [[nodiscard]] bool await_ready() {
+    not_started_ = join_.lost(index_);
+    return not_started_ || op_.await_ready();
+  }
+  template <typename Promise>
+  decltype(auto) await_suspend(std::coroutine_handle<Promise> suspended) {
+    return op_.await_suspend(suspended);
+  }
+  operation_result_t<Op> await_resume() {
+    if (not_started_ || !join_.claim(index_)) {
+      if (!not_started_) {
+        op_.decline();
+      }
+      throw_operation_canceled("cyan::dispatch::when_any: another child finished first");
+    }
+    return op_.await_resume();
+  }
+
+ private:
+  Op& op_;
+  join_state& join_;
+  std::size_t index_;
+  bool not_started_ = false;
+};
+
+/// The task that runs operation child `index`. `join` lives in when_any's frame, which
+/// outlives its children.
+template <typename Op>
+task<operation_result_t<Op>> operation_child(Op op, join_state* join, std::size_t index) {
+  co_return co_await claiming_awaiter<Op>(op, *join, index);
+}
+
+template <typename C>
+struct child_result;
+template <typename T>
+struct child_result<task<T>> {
+  using type = T;
+};
+template <declinable_operation Op>
+struct child_result<Op> {
+  using type = operation_result_t<Op>;
+};
+
+/// What a when_any child (a task, or an operation) yields.
+template <typename C>
+using child_result_t = typename child_result<C>::type;
+
+/// A child of when_any: a task, or a declinable operation.
+template <typename C>
+concept any_child = requires {
+  typename child_result<C>::type;
+};
+
+/// Child `index` of when_any as a task: a task as it is, an operation in operation_child.
+template <typename T>
+task<T> as_child_task(task<T>&& child, join_state&, std::size_t) noexcept {
+  return std::move(child);
+}
+template <declinable_operation Op>
+task<operation_result_t<Op>> as_child_task(Op&& op, join_state& join, std::size_t index) {
+  return operation_child(std::move(op), &join, index);
 }
 
 /// Starts the children and suspends the parent until all have finished.

@@ -18,7 +18,9 @@
 //              otherwise links the waiter, which notes its coroutine, branch and home.
 //   watch      the task's stop token gets a callback (which may run at once, on this thread).
 //   rendezvous the waker and await_suspend() meet (arrived_): the second goes on with the
-//              coroutine, so a grant that comes before await_suspend() returned is no race.
+//              coroutine, so a grant that comes before await_suspend() returned is no race
+//              (when that is await_suspend() and a discard abandoned the task meanwhile, the
+//              task is dropped instead: see drop_if_abandoned in coro_env.h).
 //   resume     on the waiter's home. When the granting thread is the waiter's own handler
 //              thread, the waiter runs at once, inside the granting call (unlock(), release(),
 //              set(), a send or a receive), until it next suspends: a hand-off there costs no
@@ -32,9 +34,14 @@
 //              stop request always goes through the home's queue.
 //   withdraw   the frame destroyed while waiting (or dropped after a grant) unlinks the waiter,
 //              or gives back what it was granted (give_back: the primitive passes it on).
+//   decline    instead of await_resume(), for a when_any child that lost (detail/join_state.h):
+//              the wait ended, but what it got — by a grant, the second try or the fast path —
+//              will not be taken, so it is given back the same way.
 
 #include <atomic>
+#include <cassert>
 #include <coroutine>
+#include <cstddef>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -99,6 +106,8 @@ class wait_list {
   [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
   [[nodiscard]] sync_wait* front() const noexcept { return head_; }
   void push_back(sync_wait& waiter) noexcept;
+  /// How many waiters there are, counting no further than `limit`.
+  [[nodiscard]] std::size_t size_up_to(std::size_t limit) const noexcept;
   /// Unlinks the first waiter and marks it granted; the caller wakes it after unlocking.
   sync_wait* grant_front() noexcept;
   /// Unlinks every waiter, marks each granted and adds it to `woken`.
@@ -115,9 +124,9 @@ class wait_list {
   void* owner_;
 };
 
-/// The base of a primitive's awaiter (see the top of this file). Neither copyable nor movable:
-/// a waiting awaiter is known by address. The derived awaiter calls suspend() from
-/// await_suspend() and finish() from await_resume().
+/// The base of a primitive's awaiter (see the top of this file). Not copyable, and movable only
+/// before it is awaited: a waiting awaiter is known by address. The derived awaiter calls suspend()
+/// from await_suspend() and finish() from await_resume().
 class sync_wait {
  public:
   sync_wait(const sync_wait&) = delete;
@@ -128,11 +137,26 @@ class sync_wait {
   /// "resume" above), else through the home's queue. [any thread]
   void wake() noexcept;
 
+  /// The decline phase (see the top of this file): called in place of await_resume() once the
+  /// awaiting coroutine goes on, it gives back whatever the operation got (nothing if it was
+  /// cancelled). when_any calls it for an operation child that lost.
+  void decline() noexcept {
+    if (!finish() && give_back_ != nullptr) {
+      give_back_(*this);
+    }
+  }
+
  protected:
-  /// `give_back` runs when a waiter that was granted something is destroyed before it resumed
-  /// (its task dropped): the primitive passes the thing on. Null when there is nothing to give.
+  /// `give_back` passes on what the operation got when it will not be taken: the waiter was
+  /// granted it and destroyed before it resumed (its task dropped), or it is declined. It must
+  /// handle every way the operation can complete. Null when there is nothing to give.
   sync_wait(wait_list& list, void (*give_back)(sync_wait& waiter) noexcept) noexcept
       : list_(list), give_back_(give_back) {}
+  /// Only before the awaiter is awaited (when_any takes operations by value): a waiting awaiter
+  /// is known by address.
+  sync_wait(sync_wait&& other) noexcept : list_(other.list_), give_back_(other.give_back_) {
+    assert(!other.coroutine_ && other.state_ == state::idle);
+  }
   ~sync_wait() { withdraw(); }
 
   /// What the primitive's second try under the lock found.
@@ -170,7 +194,12 @@ class sync_wait {
     if (owner != nullptr && owner->token.stop_possible()) {
       stop_watch_.emplace(owner->token, on_stop{ this });  // may cancel at once
     }
-    return !arrive();
+    if (!arrive()) {
+      return true;  // the waker (or the stop) resumes it
+    }
+    // Granted or cancelled before this returned: it goes on here, unless a discard abandoned
+    // it meanwhile (a grant is then given back as the frame goes: see withdraw).
+    return drop_if_abandoned(suspended, owner);
   }
 
   /// For await_resume(): waits for a stop callback still running on another thread; returns
