@@ -688,11 +688,15 @@ TEST(tcp, a_connection_released_on_one_thread_is_adopted_on_another) {
     tcp_socket connection = co_await listener.accept(5s);
     cyan::net::socket_handle handle = connection.release();
     EXPECT_FALSE(connection.is_open());
-    co_return co_await co_spawn(
-        worker, [&worker, h = std::move(handle)]() mutable -> task<std::size_t> {
-          EXPECT_TRUE(worker.is_current());
-          co_return co_await echo_connection(tcp_socket::adopt(std::move(h)));
-        });
+    // Named, not written inside the co_await expression: GCC 12 copies a lambda temporary of a
+    // co_await expression into the frame bit for bit and destroys both copies, so the handle's
+    // descriptor was closed a second time here after the worker had closed it, and the number
+    // another thread had reused meanwhile with it (README, "GCC 12" under Coroutines).
+    auto echo_on_worker = [&worker, h = std::move(handle)]() mutable -> task<std::size_t> {
+      EXPECT_TRUE(worker.is_current());
+      co_return co_await echo_connection(tcp_socket::adopt(std::move(h)));
+    };
+    co_return co_await co_spawn(worker, std::move(echo_on_worker));
   });
   const auto text = run_on(client_thread, [&]() -> task<std::string> {
     tcp_socket s = co_await tcp_socket::connect(listener.local_endpoint(), 5s);
