@@ -57,8 +57,10 @@ TEST_F(timer_wheel_test, runs_each_entry_not_before_its_delay_and_in_due_order) 
   const std::vector<std::chrono::milliseconds> delays = { 45ms, 5ms, 25ms, 0ms, 15ms };
   std::vector<std::size_t> order;
   std::vector<clock_type::duration> waited(delays.size());
+  std::vector<clock_type::time_point> posted_at(delays.size());
   for (std::size_t i = 0; i < delays.size(); ++i) {
     const clock_type::time_point posted = clock_type::now();
+    posted_at[i] = posted;
     wheel.post(
         [&, i, posted] {
           waited[i] = clock_type::now() - posted;
@@ -67,7 +69,30 @@ TEST_F(timer_wheel_test, runs_each_entry_not_before_its_delay_and_in_due_order) 
         delays[i]);
   }
   ASSERT_TRUE(run_once_until(loop_, [&] { return order.size() == delays.size(); }));
-  EXPECT_EQ(order, (std::vector<std::size_t>{ 3, 1, 4, 2, 0 }));
+  // Each post reads the clock, so an entry is due at its own post time plus its delay. Posted
+  // at once, that is the order 3 1 4 2 0; a thread preempted between two posts (a sanitizer
+  // build on a loaded machine: 10 ms and more) may move one entry's due time past another's.
+  // So the order is asserted for every pair whose due times are more than a tick (1 ms) apart,
+  // which is every pair when the posts take less than the 5 ms between two delays.
+  std::vector<std::size_t> position(delays.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    position[order[k]] = k;
+  }
+  std::size_t pairs_checked = 0;
+  for (std::size_t a = 0; a < delays.size(); ++a) {
+    for (std::size_t b = 0; b < delays.size(); ++b) {
+      const auto due_a = posted_at[a] + delays[a];
+      const auto due_b = posted_at[b] + delays[b];
+      if (due_a + 1ms < due_b) {
+        ++pairs_checked;
+        EXPECT_LT(position[a], position[b]) << "entry " << a << " was due before entry " << b;
+      }
+    }
+  }
+  if (posted_at.back() - posted_at.front() < 4ms) {
+    EXPECT_EQ(order, (std::vector<std::size_t>{ 3, 1, 4, 2, 0 }));
+    EXPECT_EQ(pairs_checked, 10u);
+  }
   for (std::size_t i = 0; i < delays.size(); ++i) {
     EXPECT_GE(waited[i], delays[i]) << "entry " << i << " ran early";
     EXPECT_LE(waited[i], delays[i] + kLateness) << "entry " << i;
@@ -336,18 +361,37 @@ TEST_F(timer_wheel_test, every_unit_of_delay_names_the_same_due_tick) {
   }
   int expected = 0;
   timer kickoff{ loop_ };
-  kickoff.set_callback([&] {  // posts read the clock in turn: due ticks never go back
+  // The groups are posted in the order they are due: the 3 ms wheel's posts read the clock in
+  // turn, so a post preempted after an earlier one (10 ms and more under a sanitizer on a busy
+  // machine) is due later, never earlier, and the order stays the post order. A unit that names
+  // an earlier tick than the others of its group (or of the group before) breaks it always; one
+  // that names a later tick, whenever the posts are not preempted across a tick.
+  std::vector<clock_type::time_point> posted_at;
+  std::vector<clock_type::duration> delay_of;
+  std::vector<std::vector<clock_type::time_point>> ran_at(cases.size());
+  kickoff.set_callback([&] {
     for (std::size_t w = 0; w < wheels.size(); ++w) {
       std::vector<int>& order = cases[w].order;
+      std::vector<clock_type::time_point>& ran = ran_at[w];
       int tag = 0;
       auto post = [&](auto delay) {
-        wheels[w]->post([&order, t = tag++] { order.push_back(t); }, delay);
+        if (w == 0) {
+          posted_at.push_back(clock_type::now());
+          delay_of.push_back(std::max(clock_type::duration(delay), clock_type::duration::zero()));
+        }
+        ran.emplace_back();
+        wheels[w]->post(
+            [&order, &ran, t = tag++] {
+              ran[static_cast<std::size_t>(t)] = clock_type::now();
+              order.push_back(t);
+            },
+            delay);
       };
+      post(std::chrono::minutes(0)), post(0ms), post(-5ms), post(-5s), post(0ns);  // next tick
       post(6ms), post(6000us), post(6'000'000ns), post(duration<unsigned, std::milli>(6));
       post(6'000'000ns), post(6000us), post(6ms);
       post(1s), post(1000ms), post(1'000'000us), post(1'000'000'000ns);
       post(1'000'000'000ns), post(1000ms), post(1s);
-      post(std::chrono::minutes(0)), post(0ms), post(-5ms), post(-5s), post(0ns);  // next tick
       expected = tag;
     }
   });
@@ -358,9 +402,13 @@ TEST_F(timer_wheel_test, every_unit_of_delay_names_the_same_due_tick) {
            });
   }));
   // By due tick, then post order: the no-delay posts, the 6 ms ones, then the 1 s ones.
-  const std::vector<int> by_due{ 14, 15, 16, 17, 18, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
-  for (const auto& c : cases) {
-    EXPECT_EQ(c.order, by_due) << "resolution " << c.resolution.count() << " ns";
+  const std::vector<int> by_due{ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18 };
+  for (std::size_t w = 0; w < cases.size(); ++w) {
+    EXPECT_EQ(cases[w].order, by_due) << "resolution " << cases[w].resolution.count() << " ns";
+    for (std::size_t t = 0; t < posted_at.size(); ++t) {  // and none early
+      EXPECT_GE(ran_at[w][t] - posted_at[t], delay_of[t])
+          << "entry " << t << ", resolution " << cases[w].resolution.count() << " ns";
+    }
   }
 }
 
@@ -455,8 +503,10 @@ TEST_F(timer_wheel_test, long_delays_cascade_across_levels_and_still_run_on_time
   const std::vector<std::chrono::milliseconds> delays = { 300ms, 3ms, 120ms, 50ms };
   std::vector<std::size_t> order;
   std::vector<clock_type::duration> waited(delays.size());
+  std::vector<clock_type::time_point> posted_at(delays.size());
   for (std::size_t i = 0; i < delays.size(); ++i) {
     const clock_type::time_point posted = clock_type::now();
+    posted_at[i] = posted;
     wheel.post(
         [&, i, posted] {
           waited[i] = clock_type::now() - posted;
