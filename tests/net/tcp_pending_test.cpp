@@ -166,7 +166,7 @@ TEST_P(tcp_pending, a_second_read_is_refused_and_the_pending_one_gets_every_byte
   EXPECT_EQ(second, "refused");
   reader.get();
   EXPECT_EQ(text, "0123456789ABCDEFGHIJ");
-  run_on(h, [&]() -> task<> {  // on its thread: closing elsewhere races the loop
+  run_on(h, [&]() -> task<> {  // on its thread: closed before the test ends
     socket.close();
     co_return;
   });
@@ -201,7 +201,7 @@ TEST(tcp_pending_accept, a_second_accept_is_refused_and_the_first_gets_the_conne
     co_return co_await tcp_socket::connect(listener.local_endpoint(), 5s);
   });
   EXPECT_EQ(first.get(), client.local_endpoint());
-  run_on(h, [&]() -> task<> {  // on its thread: closing elsewhere races the loop
+  run_on(h, [&]() -> task<> {  // on its thread: closed before the test ends
     client.close();
     co_return;
   });

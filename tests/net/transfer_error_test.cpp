@@ -48,8 +48,8 @@ task<std::optional<failure>> failure_of(Awaitable&& operation) {
   co_return std::nullopt;
 }
 
-// A connection whose two ends belong to handler thread `h`, and are closed there when it goes:
-// a socket's watcher is its thread's, and closing the descriptor elsewhere races the loop.
+// A connection whose two ends belong to handler thread `h`, and are closed there when it goes
+// (a close elsewhere would be handed to `h` too; closing here keeps each test's end in order).
 class connection {
  public:
   connection(handler_thread& h, tcp_listener& listener) : h_(h) {
