@@ -159,6 +159,7 @@ handler_thread_stats handler_thread::stats() const {
   result.lanes = counters.lanes;
   result.sleeps = counters.sleeps;
   result.naps = counters.naps;
+  result.dear_fences = counters.dear_fences;
   return result;
 }
 

@@ -272,7 +272,9 @@ void handler_thread_runtime::sleep() {
       break;
   }
   if (plan.time_fence) {
-    idle_.fence_timed(fence_took);
+    if (idle_.fence_timed(fence_took)) {
+      inbox_.count_dear_fence();
+    }
   }
   const clock::time_point fell_asleep = clock::now();
   if (plan.nap()) {

@@ -116,8 +116,13 @@ class idle_policy {
   /// have seen it.
   void sleep_refused() noexcept { grow_spin(); }
 
-  /// How long the heavy fence of a plan with time_fence took.
-  void fence_timed(clock::duration took) noexcept { cheap_fence_.record(took <= kCheapFence); }
+  /// How long the heavy fence of a plan with time_fence took; returns whether it was dear
+  /// (longer than a cheap one).
+  bool fence_timed(clock::duration took) noexcept {
+    const bool cheap = took <= kCheapFence;
+    cheap_fence_.record(cheap);
+    return !cheap;
+  }
 
   // ---- leaving the sleep --------------------------------------------------------------------
 

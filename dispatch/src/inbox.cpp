@@ -162,6 +162,7 @@ inbox::counters inbox::read_counters() const {
   result.lanes = registry_.size();
   result.sleeps = sleeps_.load(std::memory_order_relaxed);
   result.naps = naps_.load(std::memory_order_relaxed);
+  result.dear_fences = dear_fences_.load(std::memory_order_relaxed);
   for (const inbox_lane* lane : registry_) {
     result.posted += lane->posted();
   }

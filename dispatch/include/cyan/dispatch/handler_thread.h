@@ -84,6 +84,10 @@ struct handler_thread_stats {
   /// without the process-wide fence because that fence was dear (it interrupts the process's
   /// other running threads).
   std::uint64_t naps = 0;
+  /// Heavy fences the thread timed before a sleep (it tries the fence while the fence keeps
+  /// being cheap) that took longer than a cheap one: two in a row make it nap for a while, a
+  /// retry that is dear again for twice as long. Noise on a busy host shows up here too.
+  std::uint64_t dear_fences = 0;
 };
 
 /// One thread with its own event loop and a lock-free inbox: other threads post() closures to

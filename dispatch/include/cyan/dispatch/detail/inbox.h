@@ -183,6 +183,7 @@ class inbox : noncopyable {
     std::uint64_t lanes = 0;
     std::uint64_t sleeps = 0;
     std::uint64_t naps = 0;
+    std::uint64_t dear_fences = 0;
   };
   [[nodiscard]] counters read_counters() const;
 
@@ -232,6 +233,12 @@ class inbox : noncopyable {
     if (nap) {
       naps_.store(naps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
+  }
+
+  /// Counts a timed heavy fence that was dear (see idle_policy::fence_timed()). [consumer]
+  void count_dear_fence() noexcept {
+    dear_fences_.store(dear_fences_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
   }
 
   /// After ready_to_finish(): closes the inbox to hand-overs, waits out in-flight posts and
@@ -401,6 +408,7 @@ class inbox : noncopyable {
   std::atomic<std::uint64_t> cancelled_{ 0 };
   std::atomic<std::uint64_t> sleeps_{ 0 };
   std::atomic<std::uint64_t> naps_{ 0 };
+  std::atomic<std::uint64_t> dear_fences_{ 0 };
 
   // The shared queue, with its producers' in-flight count, its envelope count (all kinds) and
   // its task count (for stats): RMWs, on the slow path only.
