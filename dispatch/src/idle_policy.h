@@ -14,6 +14,7 @@
 #include "cyan/common/cache_line.h"
 #include "cyan/common/detail/adaptive_attempts.h"
 #include "cyan/dispatch/detail/inbox.h"
+#include "cyan/dispatch/detail/spin_governor.h"
 
 namespace cyan::dispatch::detail {
 
@@ -54,8 +55,7 @@ class idle_policy {
   idle_policy(std::chrono::nanoseconds spin_before_sleep, std::chrono::nanoseconds nap) noexcept
       : spin_before_sleep_(spin_before_sleep),
         naps_(nap > nap.zero()),
-        spin_budget_(std::max<clock::duration>(
-            std::chrono::ceil<clock::duration>(spin_before_sleep), clock::duration::zero())) {}
+        spin_(std::chrono::ceil<clock::duration>(spin_before_sleep)) {}
 
   // ---- after a round that ran work ----------------------------------------------------------
 
@@ -114,7 +114,7 @@ class idle_policy {
 
   /// The sleep check found work: it came just after the spin gave up, so a longer spin would
   /// have seen it.
-  void sleep_refused() noexcept { grow_spin(); }
+  void sleep_refused() noexcept { spin_.grow(); }
 
   /// How long the heavy fence of a plan with time_fence took; returns whether it was dear
   /// (longer than a cheap one).
@@ -143,8 +143,6 @@ class idle_policy {
   static constexpr std::size_t kTasksPerClockCheck = 256;
   // How often a busy thread still lets its loop run timers and io: a syscall each time.
   static constexpr std::chrono::microseconds kLoopPollInterval{ 500 };
-  // The shortest spin once spinning was found useless (see spin()); cheaper than a wake-up.
-  static constexpr std::chrono::nanoseconds kMinSpin{ 1000 };
   // A heavy fence that took at most this long interrupted no other running thread (it then
   // costs a system call; one that interrupts another costs a VM exit on both sides, an order of
   // magnitude more; docs/bench/notes.md): sleeping after it is cheaper than a nap. Leaves room
@@ -174,16 +172,18 @@ class idle_policy {
     return found;
   }
 
-  // Spins for at most spin_budget_, which adapts: a spin that found work doubles it (up to
-  // spin_before_sleep), one that ran out halves it (down to kMinSpin). On a machine with idle
-  // cores the partner's work arrives while spinning and the budget stays full; on a busy one
-  // spinning would only take the CPU from the thread that is to send the work, so the budget
-  // shrinks and the thread goes to sleep almost at once. After kSpinBeforeYield the spin also
-  // yields at each look at the clock: when the thread that is to send the work waits for this
-  // CPU (no idle core), it runs then, and the handoff costs a context switch, not a wake-up.
+  // Spins for at most the governor's budget (detail/spin_governor.h), which adapts: a spin that
+  // found work doubles it (up to spin_before_sleep, 50 µs at most), one that ran out halves it
+  // (down to 1 µs). On a machine with idle cores the partner's work arrives while spinning and
+  // the budget stays full; on a busy one spinning would only take the CPU from the thread that
+  // is to send the work, so the budget shrinks and the thread goes to sleep almost at once; and
+  // a thread that loses its CPU (preempted mid-spin, or involuntary switches in its rusage)
+  // does not spin at all for a while. After kSpinBeforeYield the spin also yields at each look
+  // at the clock: when the thread that is to send the work waits for this CPU (no idle core),
+  // it runs then, and the handoff costs a context switch, not a wake-up.
   template <typename HasWork>
   bool spin(HasWork& has_work) noexcept {
-    if (spin_budget_ <= clock::duration::zero()) {
+    if (!spin_.start_idle()) {
       return false;
     }
     // Between two looks at the sources the thread pauses kPausesPerLook times: looking reads
@@ -193,10 +193,10 @@ class idle_policy {
     constexpr unsigned kPausesPerLook = 4;
     constexpr unsigned kLooksPerClockCheck = 8;
     const clock::time_point started = clock::now();
-    const clock::time_point deadline = started + spin_budget_;
+    const clock::time_point deadline = spin_.start_spin(started);
     for (unsigned look = 1;; ++look) {
       if (has_work()) {
-        grow_spin();
+        spin_.end_spin(true);
         return true;
       }
       for (unsigned pause = 0; pause < kPausesPerLook; ++pause) {
@@ -206,13 +206,15 @@ class idle_policy {
         continue;
       }
       const clock::time_point now = clock::now();
+      if (spin_.lost_cpu(now)) {
+        return false;  // it rests (see detail/spin_governor.h)
+      }
       if (now >= deadline) {
-        spin_budget_ = std::max<clock::duration>(
-            spin_budget_ / 2, std::min<clock::duration>(kMinSpin, spin_before_sleep_));
+        spin_.end_spin(false);
         return false;
       }
-      if (yield_at_once_ || now - started >= kSpinBeforeYield) {
-        yield_and_learn(now, has_work);
+      if ((yield_at_once_ || now - started >= kSpinBeforeYield) && !yield_and_learn(now, has_work)) {
+        return false;  // the yield lost the CPU for long: it rests
       }
     }
   }
@@ -220,20 +222,26 @@ class idle_policy {
   // A yield that took long ran another thread on this CPU; if the work is there when it
   // returns, the sender shares this CPU, and the next spins yield at once instead of spinning
   // first. A yield that returns at once with no work means nobody else wanted the CPU: spin
-  // first again.
+  // first again. A switch to the sender is a hand-off the spin wanted (the governor expects it
+  // in the thread's involuntary switches); one that kept the CPU away past the governor's
+  // limit is a lost CPU all the same: returns false then.
   template <typename HasWork>
-  void yield_and_learn(clock::time_point before, HasWork& has_work) noexcept {
+  bool yield_and_learn(clock::time_point before, HasWork& has_work) noexcept {
     std::this_thread::yield();
-    const bool switched = clock::now() - before >= kLongYield;
+    const clock::time_point after = clock::now();
+    if (spin_.lost_cpu(after)) {
+      return false;
+    }
+    const bool switched = after - before >= kLongYield;
+    if (switched) {
+      spin_.expect_switch();
+    }
     if (switched && has_work()) {
       yield_at_once_ = true;
     } else if (!switched) {
       yield_at_once_ = false;
     }
-  }
-
-  void grow_spin() noexcept {
-    spin_budget_ = std::min<clock::duration>(spin_budget_ * 2, spin_before_sleep_);
+    return true;
   }
 
   // A sleep that a post ended sooner than a full spin would have lasted means spinning would
@@ -245,7 +253,7 @@ class idle_policy {
     if (slept >= spin_before_sleep_ || !post_waiting) {
       return;  // a long gap, or woken by the loop (a timer, io), not by a post
     }
-    spin_budget_ = std::min<clock::duration>(std::max(spin_budget_, slept) * 2, spin_before_sleep_);
+    spin_.grow_to(std::max(spin_.budget(), slept) * 2);
   }
 
   const std::chrono::nanoseconds spin_before_sleep_;
@@ -261,8 +269,7 @@ class idle_policy {
   bool first_poll_after_wake_ = false;           // loop_woke_ and no poll made since that sleep
   cyan::detail::adaptive_attempts wake_poll_;    // whether that first poll is worth making
   cyan::detail::adaptive_attempts cheap_fence_;  // whether to try the heavy fence before a nap
-  clock::duration spin_budget_;  // adapts between kMinSpin and spin_before_sleep_ (see spin()
-                                 // and learn_from_sleep())
+  spin_governor spin_;  // the spin's budget and rests (see spin() and learn_from_sleep())
 };
 
 }  // namespace cyan::dispatch::detail

@@ -26,6 +26,7 @@
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "cyan/dispatch/detail/outstanding_work.h"
 #include "cyan/dispatch/detail/serial_state.h"
+#include "cyan/dispatch/detail/spin_governor.h"
 #include "cyan/dispatch/detail/task_queue.h"
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/dispatch/stop_mode.h"
@@ -99,6 +100,9 @@ class pool_core : noncopyable {
     std::atomic<bool> idle{ false };
     // Written and read only by the worker (see task_queue::tail_hint).
     task_queue::tail_hint tail;
+    // The worker's own: how long it spins before it sleeps (see "Spinning" in
+    // pool_worker_round.cpp).
+    spin_governor spin;
   };
 
   // A delayed task on the timer thread; once due it goes to the shared queue. Counted in work_

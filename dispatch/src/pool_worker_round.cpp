@@ -19,7 +19,9 @@
 //                  its inbox and loop again, plus what is left of its claim; a take that leaves
 //                  tasks behind while no worker spins wakes an idle worker for them;
 //   3. spin:       when the queue is empty, poll it (and the others' next tasks) for up to
-//                  kSpin, if fewer than max_spinners_ workers already do;
+//                  the worker's spin budget (its spin_governor: up to 50 µs, adapting, none
+//                  while the worker keeps losing its CPU), if fewer than max_spinners_
+//                  workers already do;
 //   4. mark_idle:  then set its idle flag and count itself in sleepers_, and go back to its
 //                  handler_thread, which sleeps unless has_work() says otherwise.
 //
@@ -83,9 +85,6 @@ namespace {
 // Tasks a worker runs from the shared queue before it looks at its own inbox (and its loop's
 // timers) again.
 constexpr std::size_t kBatch = 64;
-// How long an idle worker keeps looking at the queue before it may sleep: long enough to
-// bridge the gaps of a producer posting a stream, short enough to give the CPU back soon.
-constexpr std::chrono::microseconds kSpin{ 50 };
 // How long another worker's next task may wait in its slot, unchanged, before an idle worker
 // takes it (see "The next task"): many hand-overs long, shorter than a wake-up.
 constexpr std::chrono::microseconds kNextGrace{ 4 };
@@ -390,6 +389,9 @@ void pool_core::run_one(task& t) noexcept {
 // Step 3 of a worker's round. Returns whether the queue showed work; the worker no longer
 // counts as a spinner then (see "Spinning").
 bool pool_core::spin_for_work(worker_state& self) noexcept {
+  if (!self.spin.start_idle()) {
+    return false;  // it rests: it lost its CPU lately (see detail/spin_governor.h)
+  }
   // relaxed: a first look; the CAS decides.
   std::uint32_t spinning = spinners_.value.load(std::memory_order_relaxed);
   do {
@@ -403,6 +405,10 @@ bool pool_core::spin_for_work(worker_state& self) noexcept {
   return found;
 }
 
+// Polls for up to the worker's spin budget, which adapts (detail/spin_governor.h): it doubles
+// when a poll found work and halves when one ran out, so on a machine with no CPU to spare the
+// worker soon sleeps almost at once; a poll that finds the worker lost its CPU ends it, and the
+// worker does not spin for a while.
 bool pool_core::poll_queue(worker_state& self) noexcept {
   // Between two looks the worker pauses, twice as long after each look up to kMaxPauses: a
   // look reads the queue's tail, which takes that cache line from a producer that is about to
@@ -412,10 +418,11 @@ bool pool_core::poll_queue(worker_state& self) noexcept {
   constexpr unsigned kMinPauses = 4;
   constexpr unsigned kMaxPauses = 64;
   constexpr unsigned kLooksPerCheck = 8;
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto deadline = self.spin.start_spin(std::chrono::steady_clock::now());
   unsigned pauses = kMinPauses;
   for (unsigned look = 1;; ++look) {
     if (!queue_.empty() || any_local()) {
+      self.spin.end_spin(true);
       return true;
     }
     for (unsigned pause = 0; pause < pauses; ++pause) {
@@ -426,10 +433,15 @@ bool pool_core::poll_queue(worker_state& self) noexcept {
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
+    if (self.spin.lost_cpu(now)) {
+      return false;  // it rests
+    }
     if (next_waits_too_long(self, now)) {
+      self.spin.end_spin(true);
       return true;  // another worker's next task waited too long (see "The next task")
     }
     if (queue_.sealed() || now >= deadline) {
+      self.spin.end_spin(false);
       return false;
     }
     std::this_thread::yield();

@@ -5,6 +5,13 @@
 // time), every arm is repeated and every sample kept, the median and min–max are printed with
 // ratios against the first arm (cyan's), checksums must match across arms, and one CSV row per
 // arm is appended to $CYAN_BENCH_CSV.
+//
+// Environment: CYAN_BENCH_REPS (repetitions), CYAN_BENCH_CSV (the CSV file),
+// CYAN_BENCH_ARMS=regex (run only the arms whose name it matches: std::regex_search, ECMAScript),
+// CYAN_BENCH_BUSY=1 (busy mode: every arm run, warm-up and untimed ones included, has a plain
+// busy-loop child process pinned to the last CPU beside it — started before the run, killed and
+// reaped after it, the same for every arm — and the suite's workload is named "<workload> [busy]"
+// in the table and the CSV, so that its rows are told from the quiet ones).
 
 #include <time.h>
 
@@ -36,6 +43,13 @@ int repetitions(int fallback = 11);
 /// An unsigned setting from the environment, e.g. item counts: $name, else `fallback`.
 std::uint64_t env_or(const char* name, std::uint64_t fallback);
 
+/// Whether CYAN_BENCH_BUSY asks for busy mode (a value other than "" and "0").
+[[nodiscard]] bool busy_mode();
+
+/// The pid of the busy-loop child running beside the current arm run in busy mode, else -1:
+/// for tests.
+[[nodiscard]] int busy_child_pid();
+
 /// One workload of one benchmark, compared across arms.
 class suite {
  public:
@@ -64,17 +78,24 @@ class suite {
 
   /// Runs every arm `repetitions()` times, alternating the arms (rotating which goes first),
   /// printing progress on stderr, then prints the table. Returns false when checksums differ.
+  /// Arms that CYAN_BENCH_ARMS does not match are not run: they have no samples, and the first
+  /// arm that runs is the reference for ratios.
   bool run();
 
   /// A spread (max/min of an arm's samples) above this is marked in the table: such a figure is
   /// not a result yet.
   static constexpr double kMaxSpread = 2.0;
 
-  /// Median seconds of an arm after run(); throws std::out_of_range for an unknown arm.
+  /// Median seconds of an arm after run() (NaN for an arm that did not run); throws
+  /// std::out_of_range for an unknown arm.
   [[nodiscard]] double median(const std::string& arm) const;
 
-  /// max/min of an arm's samples after run(); throws std::out_of_range for an unknown arm.
+  /// max/min of an arm's samples after run() (NaN for an arm that did not run); throws
+  /// std::out_of_range for an unknown arm.
   [[nodiscard]] double spread(const std::string& arm) const;
+
+  /// The workload's name as printed: with " [busy]" in busy mode.
+  [[nodiscard]] const std::string& workload() const noexcept { return workload_; }
 
   /// Prints a speed goal "`fast` is at least `factor`× faster than `slow`" as met or missed,
   /// with the measured factor (median(slow) / median(fast)). Returns whether it was met.
@@ -86,6 +107,9 @@ class suite {
   /// Prints a goal "`arm`'s spread (max/min) is at most `factor`" as met or missed.
   bool goal_spread(const std::string& arm, double factor);
 
+  // Each goal above whose arms did not all run (CYAN_BENCH_ARMS) prints "skipped" and returns
+  // true.
+
  private:
   struct arm_state {
     std::string name;
@@ -94,6 +118,12 @@ class suite {
     std::vector<sample> samples;
   };
   const arm_state& find(const std::string& arm) const;
+  // The first arm that ran: the reference for ratios.
+  const arm_state& reference() const;
+  [[nodiscard]] bool ran(const std::string& arm) const { return !find(arm).samples.empty(); }
+  [[nodiscard]] bool skipped_goal(const std::string& what, const std::string& first,
+                                  const std::string& second) const;
+  static sample run_once(arm_state& arm);
   void print_table() const;
   static void print_samples(const arm_state& arm);
   bool check_checksums() const;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -229,6 +230,67 @@ int child_process::stop(std::chrono::milliseconds limit) {
     ::kill(pid_, SIGTERM);
   }
   return wait(limit);
+}
+
+int last_allowed_cpu() {
+  ::cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) {
+    return 0;
+  }
+  for (int cpu = CPU_SETSIZE - 1; cpu > 0; --cpu) {
+    if (CPU_ISSET(cpu, &set)) {
+      return cpu;
+    }
+  }
+  return 0;
+}
+
+busy_loop_process::busy_loop_process(int cpu) : cpu_(cpu >= 0 ? cpu : last_allowed_cpu()) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe2");
+  }
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    const int error = errno;
+    ::close(ready[0]);
+    ::close(ready[1]);
+    throw std::system_error(error, std::generic_category(), "fork");
+  }
+  if (pid_ == 0) {
+    // Only system calls here: the parent may have other threads (no allocation after fork()).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(0);  // the parent died before the line above
+    }
+    ::cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu_, &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+    const char byte = 1;
+    (void)!::write(ready[1], &byte, 1);  // on its CPU now: the arm may start
+    ::close(ready[1]);
+    for (;;) {
+      asm volatile("" ::: "memory");  // a loop the compiler keeps
+    }
+  }
+  ::close(ready[1]);
+  // Until the child runs on its CPU (bounded: a child that never reports is busy soon anyway).
+  ::pollfd readable{ ready[0], POLLIN, 0 };
+  char byte = 0;
+  if (::poll(&readable, 1, 2000) == 1) {
+    (void)!::read(ready[0], &byte, 1);
+  }
+  ::close(ready[0]);
+}
+
+busy_loop_process::~busy_loop_process() {
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
 }
 
 unsigned port_of_listening_line(const std::string& line) {

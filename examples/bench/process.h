@@ -56,6 +56,30 @@ class child_process {
   int status_ = -1;
 };
 
+/// A child process that only burns CPU (a plain busy loop, no exec) pinned to one CPU, for as long
+/// as the object lives: the benchmarks' busy mode (CYAN_BENCH_BUSY, see harness.h) runs one for
+/// each arm run, a machine with no CPU to spare. Killed (SIGKILL) and reaped on destruction; it
+/// also dies with us (PR_SET_PDEATHSIG).
+class busy_loop_process {
+ public:
+  /// Starts it on CPU `cpu` (negative: the last CPU this process may run on). Throws
+  /// std::system_error when it cannot be started.
+  explicit busy_loop_process(int cpu = -1);
+  busy_loop_process(const busy_loop_process&) = delete;
+  busy_loop_process& operator=(const busy_loop_process&) = delete;
+  ~busy_loop_process();
+
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+  [[nodiscard]] int cpu() const noexcept { return cpu_; }
+
+ private:
+  pid_t pid_ = -1;
+  int cpu_ = -1;
+};
+
+/// The highest-numbered CPU this process may run on (its affinity mask), or 0.
+[[nodiscard]] int last_allowed_cpu();
+
 /// The port of a "listening on HOST:PORT" line, or 0.
 [[nodiscard]] unsigned port_of_listening_line(const std::string& line);
 
