@@ -1,0 +1,3 @@
+module cyan/peers
+
+go 1.19
