@@ -88,7 +88,8 @@ class cpu_hog {
 void burst(thread_pool& pool) {
   std::atomic<int> ran{ 0 };
   for (int i = 0; i < 20'000; ++i) {
-    pool.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    // release: the count's load below then orders each task's end before `ran` goes away.
+    pool.post([&ran] { ran.fetch_add(1, std::memory_order_release); });
   }
   pool.post_awaitable([] {}).get();
   // The marker may overtake tasks claimed by another worker: wait for the count (bounded).
