@@ -143,7 +143,8 @@ sample cyan_async_sum(const std::vector<std::uint64_t>& input) {
   futures.reserve(chunks_of(input));
   return timed([&] {
     for (std::size_t c = 0; c < chunks_of(input); ++c) {
-      futures.push_back(cyan::dispatch::async_awaitable([&input, c] { return chunk_sum(input, c); }));
+      futures.push_back(
+          cyan::dispatch::async_awaitable([&input, c] { return chunk_sum(input, c); }));
     }
     std::uint64_t total = 0;
     for (auto& future : futures) {
@@ -175,7 +176,8 @@ void parallel_for_chunks(std::size_t chunks, const std::function<void(std::size_
 #if defined(CYAN_BENCH_HAVE_JOIN)
 sample cyan_join_fib(unsigned n, unsigned cutoff) {
   // The root runs on a pool worker, as every arm's does.
-  return timed([&] { return cyan::dispatch::async_awaitable([=] { return join_fib(n, cutoff); }).get(); });
+  return timed(
+      [&] { return cyan::dispatch::async_awaitable([=] { return join_fib(n, cutoff); }).get(); });
 }
 
 sample cyan_parallel_for_sum(const std::vector<std::uint64_t>& input) {
@@ -385,11 +387,13 @@ void warm_up() {
 
 int main() {
   const auto n = static_cast<unsigned>(cyan::bench::env_or("CYAN_BENCH_FIB_N", 30));
-  const auto elements = static_cast<std::size_t>(cyan::bench::env_or("CYAN_BENCH_SUM_N", 10'000'000));
-  std::printf("forkjoin benchmark: fib(%u) = %llu at cut-offs 12 and 2, a sum of %zu elements; %d reps\n",
-              n, static_cast<unsigned long long>(fib_expected(n)), elements,
-              cyan::bench::repetitions());
-  std::printf("threads: cyan global_concurrent_pool %zu", cyan::dispatch::global_concurrent_pool().size());
+  const auto elements =
+      static_cast<std::size_t>(cyan::bench::env_or("CYAN_BENCH_SUM_N", 10'000'000));
+  std::printf(
+      "forkjoin benchmark: fib(%u) = %llu at cut-offs 12 and 2, a sum of %zu elements; %d reps\n",
+      n, static_cast<unsigned long long>(fib_expected(n)), elements, cyan::bench::repetitions());
+  std::printf("threads: cyan global_concurrent_pool %zu",
+              cyan::dispatch::global_concurrent_pool().size());
 #if defined(CYAN_BENCH_HAVE_TBB)
   std::printf(", oneTBB %d.%d default concurrency %d", TBB_VERSION_MAJOR, TBB_VERSION_MINOR,
               tbb::info::default_concurrency());

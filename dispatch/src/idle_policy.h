@@ -213,7 +213,8 @@ class idle_policy {
         spin_.end_spin(false);
         return false;
       }
-      if ((yield_at_once_ || now - started >= kSpinBeforeYield) && !yield_and_learn(now, has_work)) {
+      if ((yield_at_once_ || now - started >= kSpinBeforeYield) &&
+          !yield_and_learn(now, has_work)) {
         return false;  // the yield lost the CPU for long: it rests
       }
     }

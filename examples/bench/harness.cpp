@@ -52,7 +52,9 @@ bool busy_mode() {
   return text != nullptr && *text != '\0' && std::string(text) != "0";
 }
 
-int busy_child_pid() { return busy_pid; }
+int busy_child_pid() {
+  return busy_pid;
+}
 
 sample time(const std::function<std::uint64_t()>& work) {
   const auto start = std::chrono::steady_clock::now();

@@ -112,8 +112,8 @@ TEST(spin_governor, a_gap_over_one_hundred_us_between_clock_reads_is_a_lost_cpu)
   governor g;
   ASSERT_TRUE(g.start_idle());
   (void)g.start_spin(at(1ms));
-  EXPECT_FALSE(g.lost_cpu(at(1ms + 100us)));           // exactly the limit: still on its CPU
-  EXPECT_TRUE(g.lost_cpu(at(1ms + 200us + 1ns)));      // 100 µs + 1 ns after the last read
+  EXPECT_FALSE(g.lost_cpu(at(1ms + 100us)));       // exactly the limit: still on its CPU
+  EXPECT_TRUE(g.lost_cpu(at(1ms + 200us + 1ns)));  // 100 µs + 1 ns after the last read
   EXPECT_TRUE(g.resting());
   EXPECT_EQ(g.rest_left(), 16u);
   EXPECT_EQ(g.counter().reads, 1u);  // the count read afresh once, at the loss
@@ -168,7 +168,7 @@ TEST(spin_governor, rising_involuntary_switches_start_a_rest_and_the_first_readi
   for (int period = 1; period < 64; ++period) {
     ASSERT_TRUE(g.start_idle()) << "period " << period;
   }
-  g.counter().value = 1001;  // preempted once since the last reading
+  g.counter().value = 1001;      // preempted once since the last reading
   EXPECT_FALSE(g.start_idle());  // the 64th period reads the count and rests at once
   EXPECT_EQ(g.counter().reads, 2u);
   EXPECT_EQ(periods_without_spin(g), 15u);  // 16 periods in all, that one included

@@ -170,8 +170,9 @@ TEST_F(bench_harness, busy_mode_runs_a_new_pinned_busy_child_beside_each_arm_run
   EXPECT_EQ(cyan::bench::busy_child_pid(), -1);
   std::ifstream csv(csv_path);
   const std::string rows((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(rows, "test,busy [busy],a,1.000000,1.000000,1.000000,2,7\n"
-                  "test,busy [busy],b,1.000000,1.000000,1.000000,2,7\n");
+  EXPECT_EQ(rows,
+            "test,busy [busy],a,1.000000,1.000000,1.000000,2,7\n"
+            "test,busy [busy],b,1.000000,1.000000,1.000000,2,7\n");
 }
 
 TEST_F(bench_harness, quiet_mode_runs_no_child_and_keeps_the_workload_name) {

@@ -237,8 +237,7 @@ class inbox : noncopyable {
 
   /// Counts a timed heavy fence that was dear (see idle_policy::fence_timed()). [consumer]
   void count_dear_fence() noexcept {
-    dear_fences_.store(dear_fences_.load(std::memory_order_relaxed) + 1,
-                       std::memory_order_relaxed);
+    dear_fences_.store(dear_fences_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
   /// After ready_to_finish(): closes the inbox to hand-overs, waits out in-flight posts and
