@@ -7,7 +7,7 @@
 // arm is appended to $CYAN_BENCH_CSV.
 //
 // Environment: CYAN_BENCH_REPS (repetitions), CYAN_BENCH_CSV (the CSV file),
-// CYAN_BENCH_ARMS=regex (run only the arms whose name it matches: std::regex_search, ECMAScript),
+// CYAN_BENCH_ARMS=regex (run only the arms whose name it matches: POSIX extended, regexec),
 // CYAN_BENCH_BUSY=1 (busy mode: every arm run, warm-up and untimed ones included, has a plain
 // busy-loop child process pinned to the last CPU beside it — started before the run, killed and
 // reaped after it, the same for every arm — and the suite's workload is named "<workload> [busy]"
