@@ -7,6 +7,7 @@
 #include <ctime>
 #include <thread>
 
+#include "cyan/dispatch/detail/fork_join.h"
 #include "cyan/dispatch/detail/future_state.h"
 
 namespace cyan::dispatch::detail {
@@ -54,7 +55,23 @@ bool state_core::park(const timespec* timeout) noexcept {
 // here and two context switches that preempt a worker (docs/bench/notes.md has the figures).
 // With an idle core the yields return at once, so the waiter spins for at most kYieldFor, then
 // parks: a long wait costs no more CPU than that.
+//
+// On a pool worker the wait helps instead (see "Helping wait" in pool_local.cpp): it runs other
+// tasks of the pool until the result is there, parking on the futex between looks.
 void state_core::wait_slow() noexcept {
+  struct ready_target final : help_target {
+    explicit ready_target(state_core& s) noexcept : state(s) {}
+    bool done() noexcept override { return state.is_ready(); }
+    void park(std::chrono::nanoseconds timeout) noexcept override {
+      const timespec relative = to_timespec(timeout);
+      (void)state.park(&relative);
+    }
+    state_core& state;
+  };
+  ready_target target(*this);
+  if (help_if_worker(target)) {
+    return;
+  }
   constexpr std::chrono::microseconds kYieldFor{ 200 };
   const auto deadline = std::chrono::steady_clock::now() + kYieldFor;
   do {

@@ -29,6 +29,7 @@ pool_core::pool_core(std::size_t threads, thread_pool_options opts)
   try {
     for (std::size_t i = 0; i < threads; ++i) {
       states_[i].core = this;
+      states_[i].pool = this;
       handler_thread_options worker_options;
       worker_options.name = opts.name + "-" + std::to_string(i);
       worker_options.spin_before_sleep = std::chrono::nanoseconds::zero();  // run_batch spins

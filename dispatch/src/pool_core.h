@@ -6,6 +6,8 @@
 //   pool_core.cpp          set-up (the workers, the timer thread), tear-down, the error path;
 //   pool_post.cpp          posting: plain, delayed, token posts, hand-overs;
 //   pool_worker_round.cpp  the worker round: claim, steal, spin, go idle; waking a worker;
+//   pool_local.cpp         the local deques: local posts, the take order, stealing, helping
+//                          waits, the fork-join entry points of detail/fork_join.h, stats;
 //   pool_stop.cpp          stop (the pool's steps of detail/outstanding_work.h's protocol), join;
 //   thread_pool.cpp        the public facade.
 
@@ -23,6 +25,8 @@
 #include "cyan/common/noncopyable.h"
 #include "cyan/common/unique_function.h"
 #include "cyan/dispatch/detail/destroy_task.h"
+#include "cyan/dispatch/detail/fork_join.h"
+#include "cyan/dispatch/detail/frame_allocator.h"
 #include "cyan/dispatch/detail/idle_hook.h"
 #include "cyan/dispatch/detail/outstanding_work.h"
 #include "cyan/dispatch/detail/serial_state.h"
@@ -31,6 +35,7 @@
 #include "cyan/dispatch/handler_thread.h"
 #include "cyan/dispatch/stop_mode.h"
 #include "cyan/dispatch/thread_pool.h"
+#include "work_deque.h"
 
 namespace cyan::dispatch::detail {
 
@@ -54,6 +59,13 @@ class pool_core : noncopyable {
   [[nodiscard]] bool is_current() const noexcept;
   void set_error_callback(std::function<void(std::exception_ptr)> on_error);
   void report_error(std::exception_ptr error) noexcept { report(std::move(error)); }
+  [[nodiscard]] std::vector<thread_pool_worker_stats> stats() const;
+
+  // The fork-join entry points (detail/fork_join.h), on the worker's own thread.
+  [[nodiscard]] bool push_fork(fork_worker& worker, pool_job* job) noexcept;
+  [[nodiscard]] pool_job* pop_fork(fork_worker& worker) noexcept;
+  void run_fork(fork_worker& worker, pool_job* job) noexcept;
+  void help_until(fork_worker& worker, help_target& target) noexcept;
 
  private:
   // Most tasks one claim takes from the shared queue (see "Batches" in pool_worker_round.cpp).
@@ -62,8 +74,39 @@ class pool_core : noncopyable {
   static constexpr std::uint64_t kNoNext = 0;
   static constexpr std::uint64_t kTakingNext = 1;
 
+  // A worker's counters (thread_pool_worker_stats): written by the worker alone (a relaxed load
+  // and store, no RMW), read by stats() on any thread. taken_by_thieves is apart: thieves add to
+  // it, with a relaxed RMW, on its own line.
+  struct alignas(cache_line_size) worker_counters {
+    std::atomic<std::uint64_t> from_local{ 0 };
+    std::atomic<std::uint64_t> from_injection{ 0 };
+    std::atomic<std::uint64_t> stolen{ 0 };
+    std::atomic<std::uint64_t> next_task_hits{ 0 };
+    std::atomic<std::uint64_t> parks{ 0 };
+    std::atomic<std::uint64_t> spins_found_work{ 0 };
+    std::atomic<std::uint64_t> spins_found_nothing{ 0 };
+    alignas(cache_line_size) std::atomic<std::uint64_t> taken_by_thieves{ 0 };
+  };
+
+  // A task posted from a pool task, boxed for the local deque (which holds pointers: a thief
+  // must read a slot it may lose, which a non-trivial task could not survive).
+  struct boxed_task final : pool_job, frame_allocated {
+    boxed_task(pool_core& owner, task&& t) noexcept
+        : pool_job{ &execute_boxed }, core(&owner), work(std::move(t)) {}
+    pool_core* core;
+    task work;
+  };
+  static void execute_boxed(pool_job* job, bool discard) noexcept;
+
+  // What one take found: a task from the shared queue, a batch or a next-task slot, or a job
+  // from a deque.
+  struct work_item {
+    task work;
+    pool_job* job = nullptr;
+  };
+
   // One per worker: its hook into the shared queue and its idle flag.
-  struct alignas(cache_line_size) worker_state final : idle_hook {
+  struct alignas(cache_line_size) worker_state final : idle_hook, fork_worker {
     std::size_t run_elsewhere(handler_thread& worker) noexcept override;
     bool has_work(handler_thread& worker) noexcept override;
     executor_ref home() noexcept override;
@@ -103,6 +146,14 @@ class pool_core : noncopyable {
     // The worker's own: how long it spins before it sleeps (see "Spinning" in
     // pool_worker_round.cpp).
     spin_governor spin;
+    // The worker's own: local takes since it last looked at the shared queue first (see
+    // "Fairness" in pool_local.cpp), and its thief's random state.
+    std::uint32_t local_streak = 0;
+    std::uint64_t random = 0;
+
+    // Its local run queue (see work_deque.h and pool_local.cpp).
+    work_deque deque;
+    worker_counters counters;
   };
 
   // A delayed task on the timer thread; once due it goes to the shared queue. Counted in work_
@@ -123,7 +174,7 @@ class pool_core : noncopyable {
 
   std::size_t run_batch(worker_state& self) noexcept;
   std::size_t run_available(worker_state& self) noexcept;
-  [[nodiscard]] bool take_next(worker_state& self, task& out) noexcept;
+  [[nodiscard]] bool take_next(worker_state& self, work_item& out) noexcept;
   [[nodiscard]] static bool take_local(worker_state& state, task& out, bool from_back) noexcept;
   [[nodiscard]] bool claim(worker_state& self, task& out) noexcept;
   [[nodiscard]] bool steal(worker_state& self, task& out) noexcept;
@@ -138,6 +189,18 @@ class pool_core : noncopyable {
   [[nodiscard]] bool next_task_stuck(worker_state& self) noexcept;
   [[nodiscard]] bool any_next() const noexcept;
   void run_one(task& t) noexcept;
+  // pool_local.cpp
+  [[nodiscard]] worker_state* local_worker() noexcept;
+  [[nodiscard]] bool push_local(worker_state& self, task&& t);
+  [[nodiscard]] bool take_own(worker_state& self, work_item& out) noexcept;
+  [[nodiscard]] bool take_for_help(worker_state& self, work_item& out) noexcept;
+  [[nodiscard]] bool steal_job(worker_state& self, work_item& out) noexcept;
+  [[nodiscard]] bool any_deque() const noexcept;
+  void run_item(work_item& item) noexcept;
+  static void count(std::atomic<std::uint64_t>& counter) noexcept {
+    // relaxed, and no RMW: the worker alone writes its counters (see worker_counters).
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   [[nodiscard]] bool spin_for_work(worker_state& self) noexcept;
   [[nodiscard]] bool poll_queue(worker_state& self) noexcept;
   void mark_idle(worker_state& self) noexcept;
@@ -149,6 +212,10 @@ class pool_core : noncopyable {
   // The worker running run_available() on this thread, if any: resume_next() puts into its
   // slot (see "The next task" in pool_worker_round.cpp).
   static thread_local worker_state* running_worker_;
+  // The worker this thread is (of whichever pool), set at its first round; null elsewhere.
+  static worker_state* this_worker() noexcept {
+    return static_cast<worker_state*>(this_thread_worker);
+  }
   void try_finish() noexcept;
   // work_'s on_drop: a count the drain waits for dropped to zero after the stop.
   static void on_work_drop(void* self) noexcept;

@@ -8,7 +8,17 @@
 
 namespace cyan::dispatch::detail {
 
+// From a task on one of this pool's workers, to that worker's deque (see pool_local.cpp);
+// from anywhere else, or when the deque is full, to the shared queue.
 void pool_core::post(task&& t) {
+  if (worker_state* self = local_worker()) {
+    if (queue_.sealed()) {
+      throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
+    }
+    if (push_local(*self, std::move(t))) {
+      return;
+    }
+  }
   if (!queue_.try_push(std::move(t))) {
     throw executor_stopped("cyan::dispatch::thread_pool: post after stop()");
   }
@@ -65,6 +75,16 @@ void pool_core::post_serial(const serial_token& token, task&& t) {
 // draining; refused once the queue is closed, which destroys it unrun (with this function's
 // caller's parameter): a token task is then cancelled and the token moves on.
 void pool_core::post_handed_over(task&& work) {
+  if (worker_state* self = local_worker()) {
+    // Accepted until the workers were told to stop (the queue is closed then); the worker runs
+    // its deque empty before it leaves its round, so one that races the close is not lost.
+    if (finished_.load(std::memory_order_seq_cst)) {
+      return;  // refused: the caller's `work` is destroyed unrun
+    }
+    if (push_local(*self, std::move(work))) {
+      return;
+    }
+  }
   if (queue_.try_push(std::move(work), task_queue::push_policy::unless_closed)) {
     wake_unless_spinning();
   }

@@ -46,7 +46,8 @@ void pool_core::try_finish() noexcept {
   }
   // The queue last (see "Stop" in detail/outstanding_work.h).
   // A worker's next task counts as queued (see "The next task" in pool_worker_round.cpp).
-  if (!work_.drained() || any_next() || !queue_.close_if_empty()) {
+  // So does a job in a worker's deque (see pool_local.cpp).
+  if (!work_.drained() || any_next() || any_deque() || !queue_.close_if_empty()) {
     return;
   }
   if (finished_.exchange(true, std::memory_order_seq_cst)) {

@@ -104,11 +104,16 @@ executor_ref pool_core::worker_state::home() noexcept {
 bool pool_core::worker_state::has_work(handler_thread&) noexcept {
   // seq_cst: see "Sleep". A flag cleared by a producer means "look again".
   return !idle.load(std::memory_order_seq_cst) || !core->queue_.empty() || core->any_local() ||
-         next_mark.load(std::memory_order_seq_cst) != kNoNext || core->next_task_stuck(*this);
+         core->any_deque() || next_mark.load(std::memory_order_seq_cst) != kNoNext ||
+         core->next_task_stuck(*this);
 }
 
 // Steps 1-4 of a worker's round (see "A worker's round").
 std::size_t pool_core::run_batch(worker_state& self) noexcept {
+  if (this_thread_worker == nullptr) {  // the worker's first round
+    this_thread_worker = &self;
+    self.random = 0x9e3779b97f4a7c15ULL * (static_cast<std::uint64_t>(&self - states_.get()) + 1);
+  }
   reclaim(self);
   std::size_t ran = run_available(self);
   while (ran == 0 && spin_for_work(self)) {
@@ -124,40 +129,63 @@ std::size_t pool_core::run_batch(worker_state& self) noexcept {
 }
 
 // Step 2 of a worker's round. Its own claimed tasks go first and are all run before it returns
-// (see "Batches"), even past kBatch. Its next task (see "The next task") may stay in the slot
-// when it returns, unless the queue is sealed.
+// (see "Batches"), even past kBatch. Its next task (see "The next task") and its deque may keep
+// tasks when it returns, unless the queue is sealed: then it runs all of its own first (a task
+// it runs may push more: those run too), so that a worker that leaves its round holds none.
 std::size_t pool_core::run_available(worker_state& self) noexcept {
   // relaxed: a hint; an older task missed here goes first in a later round.
   if (self.next_mark.load(std::memory_order_relaxed) != kNoNext && !queue_.empty()) {
     requeue_next(self);  // older tasks first (see "The next task")
   }
   running_worker_ = &self;
-  task next;
+  work_item item;
   std::size_t ran = 0;
-  while (ran < kBatch && take_next(self, next)) {
-    run_one(next);
+  while (ran < kBatch && take_next(self, item)) {
+    run_item(item);
     ++ran;
   }
-  while (take_local(self, next, false)) {
-    run_one(next);
+  running_worker_ = nullptr;  // pushes from here on go to the shared queue
+  while (take_local(self, item.work, false)) {
+    count(self.counters.from_local);
+    run_one(item.work);
     ++ran;
   }
-  running_worker_ = nullptr;
   if (queue_.sealed()) {
-    while (take_own_next(self, next)) {  // puts go to the queue now: this ends
-      run_one(next);
+    while (take_own(self, item)) {  // pushes go to the queue now: this ends
+      run_item(item);
       ++ran;
     }
   }
   return ran;
 }
 
-// The next task for `self`: its next-task slot, the rest of its own claim, a claim from the
-// shared queue, one stolen from another worker's claim, or another's next task that waited
-// there too long.
-bool pool_core::take_next(worker_state& self, task& out) noexcept {
-  return take_own_next(self, out) || take_local(self, out, false) || claim(self, out) ||
-         steal(self, out) || steal_stuck_next(self, out);
+// The next task for `self`, in this order (see "Fairness" in pool_local.cpp for the first
+// step): its next-task slot, its deque, the rest of its own claim, a claim from the shared
+// queue, a job stolen from another worker's deque, one stolen from another's claim, or
+// another's next task that waited there too long.
+bool pool_core::take_next(worker_state& self, work_item& out) noexcept {
+  constexpr std::uint32_t kLocalStreak = 61;
+  // relaxed: only this worker fills its batch array; a claim must not overwrite one.
+  if (self.local_streak >= kLocalStreak &&
+      self.local_count.load(std::memory_order_relaxed) == 0) {
+    self.local_streak = 0;
+    if (claim(self, out.work)) {
+      return true;
+    }
+  }
+  if (take_own(self, out)) {
+    ++self.local_streak;
+    return true;
+  }
+  self.local_streak = 0;
+  if (claim(self, out.work) || steal_job(self, out)) {
+    return true;
+  }
+  if (steal(self, out.work) || steal_stuck_next(self, out.work)) {
+    count(self.counters.stolen);
+    return true;
+  }
+  return false;
 }
 
 // A resumption's wake-up caused on this pool (see "The next task"): into the slot of the
@@ -241,6 +269,7 @@ bool pool_core::steal_stuck_next(worker_state& self, task& out) noexcept {
     return false;  // its worker ran it meanwhile
   }
   out = std::move(owner.next);
+  owner.counters.taken_by_thieves.fetch_add(1, std::memory_order_relaxed);  // a count only
   // release: the move is done before the worker fills the slot again (wait_while_taken()).
   owner.next_mark.store(kNoNext, std::memory_order_release);
   return true;
@@ -335,6 +364,7 @@ bool pool_core::claim(worker_state& self, task& out) noexcept {
     return false;
   }
   out = std::move(batch[0]);
+  count(self.counters.from_injection);
   if (n > 1) {
     const std::lock_guard lock(self.local_mutex);
     for (std::size_t i = 1; i < n; ++i) {
@@ -356,7 +386,9 @@ bool pool_core::steal(worker_state& self, task& out) noexcept {
   const std::size_t count = worker_count_;
   const auto first = static_cast<std::size_t>(&self - states_.get());
   for (std::size_t k = 1; k < count; ++k) {
-    if (take_local(states_[(first + k) % count], out, true)) {
+    worker_state& victim = states_[(first + k) % count];
+    if (take_local(victim, out, true)) {
+      victim.counters.taken_by_thieves.fetch_add(1, std::memory_order_relaxed);  // a count only
       return true;
     }
   }
@@ -402,6 +434,7 @@ bool pool_core::spin_for_work(worker_state& self) noexcept {
                                                   std::memory_order_relaxed));
   const bool found = poll_queue(self);
   spinners_.value.fetch_sub(1, std::memory_order_seq_cst);  // before the take: see "Spinning"
+  count(found ? self.counters.spins_found_work : self.counters.spins_found_nothing);
   return found;
 }
 
@@ -421,7 +454,7 @@ bool pool_core::poll_queue(worker_state& self) noexcept {
   const auto deadline = self.spin.start_spin(std::chrono::steady_clock::now());
   unsigned pauses = kMinPauses;
   for (unsigned look = 1;; ++look) {
-    if (!queue_.empty() || any_local()) {
+    if (!queue_.empty() || any_local() || any_deque()) {
       self.spin.end_spin(true);
       return true;
     }
@@ -449,6 +482,7 @@ bool pool_core::poll_queue(worker_state& self) noexcept {
 }
 
 void pool_core::mark_idle(worker_state& self) noexcept {
+  count(self.counters.parks);
   self.idle.store(true, std::memory_order_seq_cst);  // see "Sleep"
   sleepers_.value.fetch_add(1, std::memory_order_seq_cst);
 }

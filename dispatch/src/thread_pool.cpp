@@ -57,6 +57,10 @@ void thread_pool::set_error_callback(std::function<void(std::exception_ptr)> on_
   core_->set_error_callback(std::move(on_error));
 }
 
+std::vector<thread_pool_worker_stats> thread_pool::stats() const {
+  return core_->stats();
+}
+
 std::size_t thread_pool::default_size() noexcept {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : n;

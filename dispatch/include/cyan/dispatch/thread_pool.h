@@ -3,12 +3,14 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cyan/common/detail/saturating_time.h"
 #include "cyan/common/noncopyable.h"
@@ -37,18 +39,54 @@ struct thread_pool_options {
   std::function<void(std::exception_ptr)> on_error;
 };
 
-/// A fixed set of worker threads (handler_threads) sharing one lock-free task queue: a task
-/// runs on whichever worker is free, so uneven work stays balanced (like OpenMP's dynamic
-/// schedule). A worker that meets a backlog claims a few tasks at once, and an idle worker
-/// steals from such a claim, so a claimed task never waits behind a busy worker.
+/// One worker's counters, as thread_pool::stats() reads them: each counts since the pool
+/// started, written by that worker alone with relaxed stores (taken_by_thieves: by the thieves),
+/// so a snapshot taken while the pool runs is a little stale but never torn.
+struct thread_pool_worker_stats {
+  /// Tasks it ran from its own local deque (what tasks on it forked or posted) and from its
+  /// own batch claim (the tasks a claim took from the shared queue beyond the first).
+  std::uint64_t from_local = 0;
+  /// Tasks it claimed from the shared injection queue (posts from outside the pool, due delayed
+  /// tasks, hand-overs from outside).
+  std::uint64_t from_injection = 0;
+  /// Tasks it stole: from another worker's deque, batch claim or next-task slot.
+  std::uint64_t stolen = 0;
+  /// Tasks other workers stole from this worker's deque, batch claim or next-task slot.
+  std::uint64_t taken_by_thieves = 0;
+  /// Tasks it ran from its own next-task slot (a wake-up a task on it caused).
+  std::uint64_t next_task_hits = 0;
+  /// Times it found no work anywhere and went idle (it then sleeps unless woken at once).
+  std::uint64_t parks = 0;
+  /// Spins (polls of the queues before going idle) that found work, and that found none.
+  std::uint64_t spins_found_work = 0;
+  std::uint64_t spins_found_nothing = 0;
+};
+
+/// A fixed set of worker threads (handler_threads) with work stealing: tasks posted from outside
+/// the pool go to one shared lock-free injection queue; tasks posted (or forked with join(),
+/// task_group, co_spawn, schedule()) from a task running on one of the workers go to that
+/// worker's local deque, which it pops newest-first with no shared read-modify-write, and from
+/// which idle workers steal oldest-first. So uneven work stays balanced, and fork-join stays
+/// on the core that forked it. A worker that meets a backlog in the shared queue claims a few
+/// tasks at once, and an idle worker steals from such a claim too. See
+/// docs/design/scheduler.md.
+///
+/// Waits that help: future::get()/wait(), join(), task_group::wait() on one of the workers run
+/// other tasks of this pool until the awaited work is done, so nested waits cannot deadlock the
+/// pool. The one rule this brings: a task that holds a lock across such a wait may run another
+/// task that wants the same lock (a deadlock with a non-recursive mutex). Release locks before
+/// waiting.
 ///
 /// Thread safety: every member is [any thread], except join() and the destructor, which must
 /// not run on one of the pool's own workers.
 ///
-/// Work: posting is one CAS on the queue's tail and costs no allocation for a closure that fits
-/// unique_function's inline buffer. Idle workers spin briefly, then sleep (no CPU used); a post
-/// wakes one sleeping worker, and costs no syscall while the workers are busy. Tasks start in
-/// roughly post order; use a serial_token when order matters.
+/// Work: posting from outside is one CAS on the queue's tail and costs no allocation for a
+/// closure that fits unique_function's inline buffer; posting from a pool task is a push on the
+/// worker's deque (one small block from the frame pool). Idle workers spin briefly, then sleep
+/// (no CPU used); a post wakes one sleeping worker when no worker is searching, and costs no
+/// syscall while the workers are busy. Posts from outside start in roughly post order, posts
+/// from one task newest first on that worker (oldest first when stolen); use a serial_token
+/// when order matters.
 ///
 /// Stop: explicit. stop() refuses new posts (they throw executor_stopped) and returns at once;
 /// drain runs every task already posted (token tasks included), discard cancels those not
@@ -143,6 +181,10 @@ class thread_pool : noncopyable {
 
   /// Replaces the error callback (see thread_pool_options::on_error; empty: stderr).
   void set_error_callback(std::function<void(std::exception_ptr)> on_error);
+
+  /// One entry per worker, in worker order: its counters since the pool started (see
+  /// thread_pool_worker_stats). Throws std::bad_alloc.
+  [[nodiscard]] std::vector<thread_pool_worker_stats> stats() const;
 
   /// hardware_concurrency(), or 1 when it is unknown.
   [[nodiscard]] static std::size_t default_size() noexcept;
