@@ -12,8 +12,11 @@
 // Wake-ups. A local push is published with a seq_cst store (work_deque::push) and then wakes
 // an idle worker unless one is searching (wake_unless_spinning(): the same protocol as a post
 // to the shared queue, see "Sleep" in pool_worker_round.cpp, whose sleep check looks at every
-// deque). So a pool of N workers runs N pushed tasks at once: a task left in a busy worker's
-// deque always has a searcher or a woken worker to steal it.
+// deque). A push that sees a searcher wakes nobody, so a thief whose steal leaves jobs in the
+// victim's deque wakes an idle worker in turn (unless one searches), as a claim that leaves
+// tasks in the shared queue does: a burst of pushes while one worker searches wakes a chain of
+// thieves, one per job, not just the one. So a pool of N workers runs N pushed tasks at once: a
+// task left in a busy worker's deque always has a searcher or a woken worker to steal it.
 //
 // Fairness. A worker takes from its own queues first (next-task slot, deque, batch claim), but
 // after kLocalStreak (61, Go's number) local takes in a row it claims from the shared queue
@@ -113,6 +116,9 @@ bool pool_core::steal_job(worker_state& self, work_item& out) noexcept {
     if ((out.job = victim.deque.steal()) != nullptr) {
       count(self.counters.stolen);
       victim.counters.taken_by_thieves.fetch_add(1, std::memory_order_relaxed);  // a count only
+      if (!victim.deque.empty()) {
+        wake_unless_spinning();  // the jobs left behind need a worker too (see "Wake-ups")
+      }
       return true;
     }
   }
