@@ -12,12 +12,15 @@
 // round (see "The round" in handler_thread_runtime.cpp) calls run_elsewhere() when its own inbox
 // is empty:
 //   1. reclaim:    clear its own idle flag, if a producer has not already;
-//   2. run:        take tasks: its next task (see "The next task"), else the rest of its own
-//                  claim, else a claim from the shared queue (one task, or a batch from a
-//                  backlog: see "Batches"), else one stolen from another worker's claim, else
-//                  another's next task that waited too long; at most kBatch before it looks at
-//                  its inbox and loop again, plus what is left of its claim; a take that leaves
-//                  tasks behind while no worker spins wakes an idle worker for them;
+//   2. run:        take tasks: its next task (see "The next task"), else its local deque
+//                  (newest first: see pool_local.cpp), else the rest of its own claim, else a
+//                  claim from the shared queue (one task, or a batch from a backlog: see
+//                  "Batches"), else a job stolen from another worker's deque, else one stolen
+//                  from another worker's claim, else another's next task that waited too long
+//                  (after 61 local takes in a row the shared queue goes first: "Fairness" in
+//                  pool_local.cpp); at most kBatch before it looks at its inbox and loop again,
+//                  plus what is left of its claim; a take that leaves tasks behind while no
+//                  worker spins wakes an idle worker for them;
 //   3. spin:       when the queue is empty, poll it (and the others' next tasks) for up to
 //                  the worker's spin budget (its spin_governor: up to 50 µs, adapting, none
 //                  while the worker keeps losing its CPU), if fewer than max_spinners_
@@ -71,7 +74,7 @@
 // check's read of the older mark), so it wakes this worker as a post would.
 //
 // Sleep. A worker marks itself idle (its flag, then sleepers_, seq_cst) and then asks
-// has_work(): its flag, the queue and every worker's local_count, seq_cst. A producer first
+// has_work(): its flag, the queue, every worker's local_count and every deque, seq_cst. A producer first
 // makes its work visible (a push's seq_cst claim, a seq_cst store of local_count), then reads
 // sleepers_ and claims an idle worker's flag (seq_cst). In the total order of these, either the
 // producer reads after the mark, sees the worker idle and wakes it, or the worker's has_work()

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <latch>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "cyan/dispatch/errors.h"
+#include "cyan/dispatch/stop_mode.h"
 #include "cyan/dispatch/thread_pool.h"
 
 namespace cyan::dispatch {
@@ -65,8 +67,8 @@ INSTANTIATE_TEST_SUITE_P(join, on_workers, ::testing::Values(1, 2, 4),
 // Before the helping wait: deadlocked once the recursion was two levels deeper than workers.
 TEST_P(on_workers, nested_future_gets_in_pool_tasks_do_not_deadlock) {
   thread_pool pool(GetParam());
-  auto root = pool.post_awaitable([&pool] { return fib_by_get(pool, 18); });
-  EXPECT_EQ(get_bounded(root, "fib_by_get(18)"), 2584U);
+  auto root = pool.post_awaitable([&pool] { return fib_by_get(pool, 25); });
+  EXPECT_EQ(get_bounded(root, "fib_by_get(25)"), 75025U);
 }
 
 TEST_P(on_workers, join_computes_fib_exactly) {
@@ -178,6 +180,84 @@ TEST(join, an_idle_worker_steals_the_forked_half) {
     stolen += s.stolen;
   }
   EXPECT_GE(stolen, 1U);
+}
+
+// Item 6 of the scheduler's issue: a task forking on a pool whose other worker is busy takes
+// every fork back from its own deque (none stolen), and stats() counts each one.
+TEST(join, forks_on_a_busy_pool_come_back_from_the_own_deque) {
+  thread_pool pool(2);
+  std::atomic<bool> release{ false };
+  std::latch busy(1);
+  pool.post([&] {
+    busy.count_down();
+    while (!release.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
+  });
+  busy.wait();
+  auto root = pool.post_awaitable([&pool] { return fib_by_join(pool, 20); });
+  const std::uint64_t value = get_bounded(root, "fib_by_join(20) beside a busy worker");
+  release.store(true, std::memory_order_release);
+  pool.stop();
+  pool.join();
+  EXPECT_EQ(value, 6765U);
+  constexpr std::uint64_t kForks = 10945;  // joins in fib(20): fib(21) - 1
+  std::uint64_t from_local = 0;
+  std::uint64_t stolen = 0;
+  std::uint64_t injected = 0;
+  for (const auto& s : pool.stats()) {
+    from_local += s.from_local;
+    stolen += s.stolen;
+    injected += s.from_injection;
+  }
+  EXPECT_EQ(from_local, kForks);
+  EXPECT_EQ(stolen, 0U);
+  EXPECT_EQ(injected, 2U);  // the busy task and the root
+}
+
+// stop(discard) while forks are queued: a join's halves always run (their joiner started), so
+// a parallel_for under way finishes every index.
+TEST(join, stop_discard_during_a_parallel_for_still_runs_every_started_range) {
+  for (int round = 0; round < 20; ++round) {
+    thread_pool pool(2);
+    std::atomic<int> calls{ 0 };
+    auto done = pool.post_awaitable([&] {
+      parallel_for(
+          pool, 0, 4096,
+          [&](int i) {
+            if (i == 100) {
+              pool.stop(stop_mode::discard);
+            }
+            calls.fetch_add(1, std::memory_order_relaxed);
+          },
+          1);
+    });
+    get_bounded(done, "parallel_for across a stop(discard)");
+    pool.join();
+    EXPECT_EQ(calls.load(), 4096) << "round " << round;
+  }
+}
+
+// stop(discard) while awaitable tasks wait in a worker's deque: each reports task_cancelled.
+TEST(join, awaitables_dropped_from_a_deque_by_stop_discard_report_cancellation) {
+  thread_pool pool(1);
+  std::vector<future<int>> children;
+  std::atomic<int> ran{ 0 };
+  pool.post([&] {
+    for (int i = 0; i < 100; ++i) {
+      children.push_back(pool.post_awaitable([&ran, i] {
+        ++ran;
+        return i;
+      }));
+    }
+    pool.stop(stop_mode::discard);
+  });
+  pool.join();
+  ASSERT_EQ(children.size(), 100U);
+  for (auto& child : children) {
+    EXPECT_THROW(child.get(), task_cancelled);
+  }
+  EXPECT_EQ(ran.load(), 0);
 }
 
 TEST(join, global_pool_overload) {

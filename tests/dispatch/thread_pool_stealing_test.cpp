@@ -16,7 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "cyan/dispatch/co_spawn.h"
 #include "cyan/dispatch/errors.h"
+#include "cyan/dispatch/schedule.h"
+#include "cyan/dispatch/task.h"
 #include "cyan/dispatch/stop_mode.h"
 #include "cyan/dispatch/thread_pool.h"
 
@@ -237,6 +240,50 @@ TEST(stealing, a_get_on_the_only_worker_runs_the_awaited_task) {
     std::_Exit(1);
   }
   EXPECT_EQ(outer.get(), 42);
+}
+
+task<int> leaf(int i) {
+  co_return i;
+}
+
+// Item 4 of the scheduler's issue: co_spawn from a pool task goes to that worker's deque. On a
+// worker whose only peer is busy, every child comes back from the own deque.
+TEST(stealing, co_spawn_from_a_pool_task_goes_to_the_local_deque) {
+  thread_pool pool(2);
+  std::atomic<bool> release{ false };
+  std::latch busy(1);
+  pool.post([&] {
+    busy.count_down();
+    while (!release.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
+  });
+  busy.wait();
+  constexpr int kChildren = 200;
+  auto root = pool.post_awaitable([&pool] {
+    std::vector<future<int>> children;
+    for (int i = 0; i < kChildren; ++i) {
+      children.push_back(co_spawn(pool, leaf(i)));
+    }
+    int sum = 0;
+    for (auto& child : children) {
+      sum += child.get();  // helps: runs the children from the deque
+    }
+    return sum;
+  });
+  ASSERT_EQ(root.wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(root.get(), kChildren * (kChildren - 1) / 2);
+  release.store(true, std::memory_order_release);
+  pool.stop();
+  pool.join();
+  std::uint64_t from_local = 0;
+  std::uint64_t injected = 0;
+  for (const auto& s : pool.stats()) {
+    from_local += s.from_local;
+    injected += s.from_injection;
+  }
+  EXPECT_EQ(injected, 2U);  // the busy task and the root
+  EXPECT_EQ(from_local, static_cast<std::uint64_t>(kChildren));
 }
 
 }  // namespace

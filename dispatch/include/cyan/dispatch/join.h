@@ -72,7 +72,7 @@ auto join_on_worker(fork_worker& worker, F& f, G& g)
     for (;;) {
       pool_job* top = forked.done() ? nullptr : pop_fork(worker);
       if (top == &forked) {
-        forked.run();
+        run_fork(worker, top);  // counted as a task from the worker's own deque
         break;
       }
       if (top == nullptr) {
