@@ -63,8 +63,8 @@
 //     kNextGrace takes it (the owner is busy with a long task, or preempted); a slot whose task
 //     keeps changing is a worker that keeps running them, and left alone;
 //   - nor behind a chain of next tasks: a round that starts with a task in the slot and work in
-//     the shared queue sends the slot's task to the back of the queue first, so older tasks go
-//     before it;
+//     the shared queue or in its own deque sends the slot's task to the back of the shared
+//     queue first, so older tasks go before it;
 //   - nor is it lost to a stop: after the seal puts go to the queue, a worker that leaves its
 //     round holds none once the queue is sealed, and try_finish() does not close while a slot
 //     holds a task.
@@ -136,8 +136,11 @@ std::size_t pool_core::run_batch(worker_state& self) noexcept {
 // tasks when it returns, unless the queue is sealed: then it runs all of its own first (a task
 // it runs may push more: those run too), so that a worker that leaves its round holds none.
 std::size_t pool_core::run_available(worker_state& self) noexcept {
-  // relaxed: a hint; an older task missed here goes first in a later round.
-  if (self.next_mark.load(std::memory_order_relaxed) != kNoNext && !queue_.empty()) {
+  // relaxed: a hint; an older task missed here goes first in a later round. The deque counts
+  // as older work too: the slot goes before it in every take, so a chain of hand-overs would
+  // starve the tasks the chain itself posts.
+  if (self.next_mark.load(std::memory_order_relaxed) != kNoNext &&
+      (!queue_.empty() || !self.deque.empty())) {
     requeue_next(self);  // older tasks first (see "The next task")
   }
   running_worker_ = &self;
