@@ -34,7 +34,9 @@
 // nothing to run it yields kHelpYields times, then parks on the awaited thing's futex for
 // 20 µs, doubling up to 1 ms: no wake-up is needed for progress (an idle worker does not count
 // as asleep while it parks here, so nobody wakes it; it looks again within 1 ms), yet the
-// awaited thing's completion wakes it at once.
+// awaited thing's completion wakes it at once. A post from outside the pool while every other
+// worker is busy waits for the helper's next look (at most 1 ms). A helping wait outside the
+// worker's round that returns after the seal first runs its deque empty (see help_until).
 
 #include <algorithm>
 #include <chrono>
@@ -165,6 +167,14 @@ void pool_core::help_until(fork_worker& worker, help_target& target) noexcept {
     } else {
       target.park(park);
       park = std::min(park * 2, kLongestPark);
+    }
+  }
+  // A wait outside the worker's round (in a task from its inbox) must not leave jobs in the
+  // deque once the queue is sealed: the round that would run them may never come. So it runs
+  // them (and what they push) before it returns, as run_available() does.
+  if (outer == nullptr && queue_.sealed()) {
+    while (take_own(self, item)) {
+      run_item(item);
     }
   }
   running_worker_ = outer;
