@@ -2,15 +2,27 @@
 // and a serial loop, on two workloads:
 //   dispatch — 300,000 tiny tasks f(i % 20 + 1): measures the cost of handing a task over;
 //   compute  — 60,000 tasks f(i) whose cost grows with i: measures load balance.
+// The dispatch workload also has the fork-join peers of forkjoin_benchmark (issue 48), each
+// posting every task from one thread and keeping every result:
+//   oneTBB task_group  — in this process: run() of each task from the calling thread, results
+//                        in a preallocated vector, then wait() (the caller joins the work);
+//   Tokio spawn + await — child program tokio_peer (bench/peers.h, "dispatch N"): a
+//                        multi_thread runtime of 2 workers, each task spawned from the root
+//                        (block_on, on the calling thread: not a worker), every JoinHandle
+//                        awaited;
+//   Go goroutines + WaitGroup — child program go_peer: a goroutine per task started from main,
+//                        results in a slice, GOMAXPROCS at its default (the CPUs).
+// Each is skipped with a one-line message when its package or toolchain is missing.
 // Every arm computes the same values and keeps every result; the checksum (the wrapping sum of
 // all results) must be identical across arms. Thread start-up is excluded alike for every arm:
-// each pool is created and has run a task before any timing starts. Every arm also has one
-// untimed warm-up run of the whole workload: the first run of 300,000 awaitables grows cyan's
-// frame pool (about 19 MB, kept from then on), and each peer's first run has its own one-time
-// costs (malloc's arenas, OpenMP's team), which would otherwise land in one sample. And each
-// timed run comes right after an untimed run of the same arm: the std::async arm's ~33,000
-// thread creations per run leave the first touch of memory that other arms left idle slow, in the
-// whole machine, for seconds (docs/bench/notes.md); the untimed run pays that, not the sample.
+// each pool (in process or child) is created and has run a task before any timing starts.
+// Every arm also has one untimed warm-up run of the whole workload: the first run of 300,000
+// awaitables grows cyan's frame pool (about 19 MB, kept from then on), and each peer's first run
+// has its own one-time costs (malloc's arenas, OpenMP's team), which would otherwise land in one
+// sample. And each timed run comes right after an untimed run of the same arm: the std::async
+// arm's ~33,000 thread creations per run leave the first touch of memory that other arms left
+// idle slow, in the whole machine, for seconds (docs/bench/notes.md); the untimed run pays that,
+// not the sample.
 //
 //   CYAN_BENCH_DISPATCH_TASKS, CYAN_BENCH_COMPUTE_TASKS   task counts (defaults 300000, 60000)
 //   CYAN_BENCH_REPS                                       repetitions per arm (default 11)
@@ -23,6 +35,7 @@
 #include <cstdio>
 #include <future>
 #include <latch>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,7 +48,14 @@
 #include <cyan/common/cache_line.h>
 #include <cyan/dispatch.h>
 
+#if defined(CYAN_BENCH_HAVE_TBB)
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_group.h>
+#include <oneapi/tbb/version.h>
+#endif
+
 #include "bench/harness.h"
+#include "bench/peers.h"
 
 namespace {
 
@@ -155,6 +175,9 @@ struct std_async_report {
   std::size_t most_deferred = 0;
 
   void print(const workload& w) const {
+    if (fewest_deferred == SIZE_MAX) {
+      return;  // the arm did not run (CYAN_BENCH_ARMS)
+    }
     std::printf(
         "  std::async: %zu to %zu of the %zu tasks per run ran deferred on the calling "
         "thread (thread creation failed with EAGAIN); the others each had a new thread\n",
@@ -222,6 +245,34 @@ sample asio_packaged_task(boost::asio::thread_pool& pool, const workload& w) {
   });
 }
 
+#if defined(CYAN_BENCH_HAVE_TBB)
+sample tbb_task_group(const workload& w) {
+  std::vector<std::uint64_t> results(w.tasks);
+  settle();
+  return cyan::bench::time([&] {
+    tbb::task_group group;
+    for (std::size_t i = 0; i < w.tasks; ++i) {
+      group.run([&w, &results, i] { results[i] = w.run(i); });
+    }
+    group.wait();
+    return sum(results);
+  });
+}
+#endif
+
+/// The child programs with a dispatch workload, started once for the whole run (absent when
+/// not built).
+struct peers {
+  std::unique_ptr<cyan::bench::peer_program> tokio =
+      cyan::bench::peer_program::start("tokio_peer", "Tokio");
+  std::unique_ptr<cyan::bench::peer_program> go = cyan::bench::peer_program::start("go_peer", "Go");
+};
+
+sample child(cyan::bench::peer_program& peer, const workload& w) {
+  settle();
+  return peer.run("dispatch " + std::to_string(w.tasks));
+}
+
 sample serial(const workload& w) {
   settle();
   return cyan::bench::time([&] {
@@ -251,6 +302,13 @@ void warm_up(boost::asio::thread_pool& asio_pool) {
   }
   get_all(cyan_warm);
   get_all(asio_warm);
+#if defined(CYAN_BENCH_HAVE_TBB)
+  tbb::task_group tbb_warm;
+  for (unsigned t = 0; t < pool_threads(); ++t) {
+    tbb_warm.run([] {});
+  }
+  tbb_warm.wait();
+#endif
   int threads = 0;
 #pragma omp parallel reduction(+ : threads)
   threads += 1;
@@ -284,7 +342,7 @@ std::string describe_std_async() {
          "deferred when thread creation fails with EAGAIN";
 }
 
-/// The same arms, in the same order, for both workloads; cyan's awaitable arm is the reference.
+/// The arms both workloads have, in the same order; cyan's awaitable arm is the reference.
 void add_arms(cyan::bench::suite& s, boost::asio::thread_pool& pool, const workload& w,
               std_async_report& report) {
   s.add("cyan async_awaitable", [&] { return cyan_async_awaitable(w); });
@@ -293,15 +351,29 @@ void add_arms(cyan::bench::suite& s, boost::asio::thread_pool& pool, const workl
   s.add("OpenMP dynamic,1", [&] { return openmp_dynamic(w); });
   s.add("OpenMP static", [&] { return openmp_static(w); });
   s.add("asio thread_pool + packaged_task", [&] { return asio_packaged_task(pool, w); });
-  s.add("serial loop", [&] { return serial(w); });
 }
 
-bool run_dispatch(boost::asio::thread_pool& pool, const workload& w) {
+/// The fork-join peers, on the dispatch workload only.
+void add_peer_arms(cyan::bench::suite& s, peers& p, const workload& w) {
+#if defined(CYAN_BENCH_HAVE_TBB)
+  s.add("oneTBB task_group", [&] { return tbb_task_group(w); });
+#endif
+  if (p.tokio) {
+    s.add("Tokio spawn + await", [&] { return child(*p.tokio, w); });
+  }
+  if (p.go) {
+    s.add("Go goroutines + WaitGroup", [&] { return child(*p.go, w); });
+  }
+}
+
+bool run_dispatch(boost::asio::thread_pool& pool, peers& p, const workload& w) {
   cyan::bench::suite s{ "factorial", w.name };
   s.warm_up_each_arm();
   s.rerun_before_each_sample();
   std_async_report report;
   add_arms(s, pool, w, report);
+  add_peer_arms(s, p, w);
+  s.add("serial loop", [&] { return serial(w); });
   const bool ok = s.run();
   report.print(w);
   s.goal("cyan async_awaitable", "asio thread_pool + packaged_task", 8.0);
@@ -317,6 +389,7 @@ bool run_compute(boost::asio::thread_pool& pool, const workload& w) {
   s.rerun_before_each_sample();
   std_async_report report;
   add_arms(s, pool, w, report);
+  s.add("serial loop", [&] { return serial(w); });
   const bool ok = s.run();
   report.print(w);
   s.goal_at_most("cyan async", "OpenMP dynamic,1", 1.10);
@@ -337,12 +410,19 @@ int main() {
       "factorial benchmark: dispatch %zu tasks of f(i %% 20 + 1), compute %zu tasks of "
       "f(i); %d reps\n",
       dispatch.tasks, compute.tasks, cyan::bench::repetitions());
-  std::printf("threads: cyan global_concurrent_pool %zu, asio thread_pool %u\n",
+  std::printf("threads: cyan global_concurrent_pool %zu, asio thread_pool %u",
               cyan::dispatch::global_concurrent_pool().size(), pool_threads());
+#if defined(CYAN_BENCH_HAVE_TBB)
+  std::printf(", oneTBB %d.%d default concurrency %d\n", TBB_VERSION_MAJOR, TBB_VERSION_MINOR,
+              tbb::info::default_concurrency());
+#else
+  std::printf("\noneTBB: skipped (libtbb-dev not found when configured)\n");
+#endif
   std::printf("std::async default policy: %s\n", describe_std_async().c_str());
   std::printf("cyan async waits for completion with an atomic countdown + std::latch\n");
+  peers p;
   std::fflush(stdout);
-  const bool dispatch_ok = run_dispatch(asio_pool, dispatch);
+  const bool dispatch_ok = run_dispatch(asio_pool, p, dispatch);
   const bool compute_ok = run_compute(asio_pool, compute);
   return cyan::bench::exit_status(dispatch_ok && compute_ok);
 }

@@ -3,8 +3,17 @@
 //   ping-pong   — two handler threads pass an item back and forth R round trips through two
 //                 channels of capacity 1: cyan channel (tasks on two handler threads), Asio
 //                 experimental::concurrent_channel (awaitables on two io_contexts, one thread
-//                 each), and a std::mutex + std::condition_variable + std::deque queue between
-//                 two std::threads.
+//                 each), a std::mutex + std::condition_variable + std::deque queue between
+//                 two std::threads, and the peers of forkjoin_benchmark as child programs
+//                 (bench/peers.h, "pingpong R"; each skipped with a one-line message when not
+//                 built): Tokio — two current_thread runtimes on two threads of their own,
+//                 tokio::sync::mpsc channels of capacity 1 (tokio_peer); Go — two goroutines,
+//                 unbuffered channels, GOMAXPROCS 2 (go_peer). Each child times the round
+//                 trips alone, its threads started before. Go's scheduler runs the goroutine a
+//                 send wakes next on the sender's own P (runnext), so the two mostly share one
+//                 thread: its row is Go's in-thread hand-over, not the cross-thread one of the
+//                 other arms (a goroutine locked to a thread of its own, LockOSThread, hands
+//                 over through the scheduler's slow locked-thread path: no fair peer either).
 //   streaming   — one sender, one receiver on two threads, N items one way through a channel of
 //                 capacity 1,024: the same three arms (the mutex queue is bounded the same way).
 //   fan-in      — 2 producer tasks on a pool of 2 threads, 1 consumer on a handler thread,
@@ -43,8 +52,10 @@
 #include <deque>
 #include <future>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -68,6 +79,7 @@
 #include <cyan/dispatch.h>
 
 #include "bench/harness.h"
+#include "bench/peers.h"
 
 namespace {
 
@@ -464,10 +476,19 @@ bool run_ping_pong(std::uint64_t trips) {
   handler_thread b;
   asio_threads asio_a;
   asio_threads asio_b;
+  const auto tokio = cyan::bench::peer_program::start("tokio_peer", "Tokio");
+  const auto go = cyan::bench::peer_program::start("go_peer", "Go");
+  const std::string line = "pingpong " + std::to_string(trips);
   cyan::bench::suite s{ "sync", "channel ping-pong" };
   s.add("cyan channel", [&] { return cyan_ping_pong(a, b, trips); });
   s.add("asio concurrent_channel", [&] { return asio_ping_pong(asio_a, asio_b, trips); });
   s.add("mutex + condition_variable queue", [&] { return locked_ping_pong(trips); });
+  if (tokio) {
+    s.add("Tokio mpsc channel", [&] { return tokio->run(line); });
+  }
+  if (go) {
+    s.add("Go channel", [&] { return go->run(line); });
+  }
   const bool ok = s.run();
   s.goal("cyan channel", "asio concurrent_channel", 10.0);
   s.goal("cyan channel", "mutex + condition_variable queue", 2.0);

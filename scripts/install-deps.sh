@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libev-dev liburing-dev
   libssl-dev openssl curl                             # TLS; openssl and curl: its tests' peers
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
+  libtbb-dev librust-rayon-dev librust-tokio-dev      # benchmark peers: oneTBB, rayon, Tokio,
+  cargo golang-go                                     #   Go (forkjoin, factorial, sync)
   libomp-dev                                          # OpenMP benchmark baseline (clang)
   clang-14 libclang-rt-14-dev                         # the fuzz targets (libFuzzer)
   gnuplot-nox fonts-dejavu-core                       # the benchmark report's panels

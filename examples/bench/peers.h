@@ -12,6 +12,7 @@
 //   sum N            the sum of the elements 0..N-1 of an array made before timing
 //   dispatch N       N tiny tasks f(i % 20 + 1) posted from one thread, every result kept
 //   pingpong N       N round trips between two threads through two channels of capacity 1
+//                    (Go's unbuffered: its idiomatic form, the same hand-over)
 
 #include <memory>
 #include <string>

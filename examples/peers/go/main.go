@@ -1,7 +1,7 @@
 // go_peer: the Go arms of the pool benchmarks (forkjoin, factorial, sync), a child program
 // speaking the child-arm protocol of examples/bench/process.h: one workload per stdin line,
 // answered by one "RESULT seconds=... checksum=..." line. Standard library only, GOMAXPROCS at
-// its default (the CPUs).
+// its default (the CPUs) but for the ping-pong.
 //
 //	fib CUTOFF N  fib(N), a goroutine for fib(n-1) per call above the cut-off, joined by a
 //	              sync.WaitGroup, fib(n-2) inline
@@ -9,14 +9,17 @@
 //	              goroutine per left half
 //	dispatch N    N goroutines f(i % 20 + 1) started from main, results kept in a slice,
 //	              joined by a sync.WaitGroup
-//	pingpong N    two goroutines pass a value back and forth through two channels of capacity
-//	              1; the echo side adds 1
+//	pingpong N    two goroutines pass a value back and forth through two unbuffered channels
+//	              (Go's idiomatic form: each send finds its partner waiting and hands the value
+//	              over, as the C++ arms' capacity-1 channels do), GOMAXPROCS 2 during the
+//	              workload; the echo side adds 1
 package main
 
 import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,9 +105,13 @@ func dispatch(tasks uint64) uint64 {
 	return total
 }
 
+// kPingPongProcs: the ping-pong's GOMAXPROCS, one P per side as the C++ arms have one thread
+// per side.
+const kPingPongProcs = 2
+
 func pingPong(trips uint64) uint64 {
-	there := make(chan uint64, 1)
-	back := make(chan uint64, 1)
+	there := make(chan uint64)
+	back := make(chan uint64)
 	go func() {
 		for i := uint64(0); i < trips; i++ {
 			back <- (<-there) + 1
@@ -158,7 +165,9 @@ func main() {
 			answer(func() uint64 { return dispatch(tasks) })
 		case "pingpong":
 			trips := number(words, 1)
+			procs := runtime.GOMAXPROCS(kPingPongProcs) // untimed: stops the world
 			answer(func() uint64 { return pingPong(trips) })
+			runtime.GOMAXPROCS(procs)
 		default:
 			fmt.Fprintln(out, "RESULT unsupported=1")
 			out.Flush()

@@ -1,8 +1,9 @@
 //! Tokio arms, each runtime built (and warmed) before the first workload line:
 //!   fib       — `tokio::spawn` of fib(n-1) and an inline `.await` of fib(n-2) per call above
 //!               the cut-off (a coroutine fork), on a multi_thread runtime of 2 workers;
-//!   dispatch  — n tiny tasks f(i % 20 + 1) spawned from the main thread (outside the runtime,
-//!               as the C++ arms post from outside their pools), each JoinHandle awaited;
+//!   dispatch  — n tiny tasks f(i % 20 + 1) spawned from the root on the main thread (outside
+//!               the workers, as the C++ arms post from outside their pools), each JoinHandle
+//!               awaited, on the same multi_thread runtime;
 //!   pingpong  — two current_thread runtimes, each on its own thread, passing a value back and
 //!               forth through two mpsc channels of capacity 1; the echo side adds 1.
 
@@ -22,9 +23,13 @@ fn fib(n: u64, cutoff: u64) -> Pin<Box<dyn Future<Output = u64> + Send>> {
     })
 }
 
+/// The root is block_on's future, which runs on the calling thread (not a worker): every task
+/// is spawned from outside the workers, as the C++ arms post from outside their pools.
 fn dispatch(rt: &tokio::runtime::Runtime, tasks: u64) -> u64 {
-    let handles: Vec<_> = (0..tasks).map(|i| rt.spawn(async move { factorial(i % 20 + 1) })).collect();
     rt.block_on(async move {
+        let handles: Vec<_> = (0..tasks)
+            .map(|i| tokio::spawn(async move { factorial(i % 20 + 1) }))
+            .collect();
         let mut total = 0u64;
         for handle in handles {
             total = total.wrapping_add(handle.await.unwrap());
