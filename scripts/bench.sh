@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh
+scripts/install-deps.sh bench
 cmake --preset release
 cmake --build --preset release -j "$(nproc)"
 

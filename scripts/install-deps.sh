@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cyan needs to build, test and benchmark, if any are missing.
 # Only Debian's archive is used; nothing is downloaded from anywhere else.
+#   scripts/install-deps.sh         what the build and the tests need (scripts/test.sh)
+#   scripts/install-deps.sh bench   also the pool benchmarks' peers: oneTBB, rayon, Tokio, Go
+#                                   (scripts/bench.sh; without them those arms are skipped)
 set -euo pipefail
 
 packages=(
@@ -8,14 +11,17 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libev-dev liburing-dev
   libssl-dev openssl curl                             # TLS; openssl and curl: its tests' peers
   libboost1.81-dev libconcurrentqueue-dev libcds-dev   # benchmark peers only
-  libtbb-dev librust-rayon-dev librust-tokio-dev      # benchmark peers: oneTBB, rayon, Tokio,
-  cargo golang-go                                     #   Go (forkjoin, factorial, sync)
   libomp-dev                                          # OpenMP benchmark baseline (clang)
   clang-14 libclang-rt-14-dev                         # the fuzz targets (libFuzzer)
   gnuplot-nox fonts-dejavu-core                       # the benchmark report's panels
   wrk nginx-light node-llhttp                         # HTTP: load, the nginx peer, llhttp sources
   python3                                             # the net tests' asyncio peer, the bench report
 )
+# The pool benchmarks' peers (forkjoin, factorial, sync): only for the benchmark command, so
+# that the test command (and CI) does not install and build three toolchains it does not test.
+if [ "${1:-}" = bench ]; then
+  packages+=(libtbb-dev librust-rayon-dev librust-tokio-dev cargo golang-go)
+fi
 
 missing=()
 for package in "${packages[@]}"; do
