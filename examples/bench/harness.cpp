@@ -272,7 +272,8 @@ bool suite::skipped_goal(const std::string& what, const std::string& first,
   if (ran(first) && ran(second)) {
     return false;
   }
-  std::printf("  goal: %s — skipped (CYAN_BENCH_ARMS left out %s)\n", what.c_str(),
+  std::printf("  goal: %s — skipped (%s did not run: left out by CYAN_BENCH_ARMS, or not built)\n",
+              what.c_str(),
               ran(first) ? second.c_str() : first.c_str());
   return true;
 }
