@@ -138,14 +138,13 @@ bool pool_core::any_deque() const noexcept {
 
 // What a helping wait runs: own queues, then the shared queue, then stolen work.
 bool pool_core::take_for_help(worker_state& self, work_item& out) noexcept {
-  return take_own(self, out) || claim(self, out.work) || steal_job(self, out) ||
-         [&] {
-           if (steal(self, out.work)) {
-             count(self.counters.stolen);
-             return true;
-           }
-           return false;
-         }();
+  return take_own(self, out) || claim(self, out.work) || steal_job(self, out) || [&] {
+    if (steal(self, out.work)) {
+      count(self.counters.stolen);
+      return true;
+    }
+    return false;
+  }();
 }
 
 void pool_core::help_until(fork_worker& worker, help_target& target) noexcept {

@@ -74,8 +74,8 @@
 // check's read of the older mark), so it wakes this worker as a post would.
 //
 // Sleep. A worker marks itself idle (its flag, then sleepers_, seq_cst) and then asks
-// has_work(): its flag, the queue, every worker's local_count and every deque, seq_cst. A producer first
-// makes its work visible (a push's seq_cst claim, a seq_cst store of local_count), then reads
+// has_work(): its flag, the queue, every worker's local_count and every deque, seq_cst. A producer
+// first makes its work visible (a push's seq_cst claim, a seq_cst store of local_count), then reads
 // sleepers_ and claims an idle worker's flag (seq_cst). In the total order of these, either the
 // producer reads after the mark, sees the worker idle and wakes it, or the worker's has_work()
 // comes after the producer's publication and sees the work. handler_thread's own announcement
@@ -172,8 +172,7 @@ std::size_t pool_core::run_available(worker_state& self) noexcept {
 bool pool_core::take_next(worker_state& self, work_item& out) noexcept {
   constexpr std::uint32_t kLocalStreak = 61;
   // relaxed: only this worker fills its batch array; a claim must not overwrite one.
-  if (self.local_streak >= kLocalStreak &&
-      self.local_count.load(std::memory_order_relaxed) == 0) {
+  if (self.local_streak >= kLocalStreak && self.local_count.load(std::memory_order_relaxed) == 0) {
     self.local_streak = 0;
     if (claim(self, out.work)) {
       return true;

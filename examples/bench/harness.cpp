@@ -273,8 +273,7 @@ bool suite::skipped_goal(const std::string& what, const std::string& first,
     return false;
   }
   std::printf("  goal: %s — skipped (%s did not run: left out by CYAN_BENCH_ARMS, or not built)\n",
-              what.c_str(),
-              ran(first) ? second.c_str() : first.c_str());
+              what.c_str(), ran(first) ? second.c_str() : first.c_str());
   return true;
 }
 

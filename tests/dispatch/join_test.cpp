@@ -99,15 +99,26 @@ TEST(join, void_halves_contribute_no_member) {
   thread_pool pool(2);
   int left = 0;
   int right = 0;
-  static_assert(std::is_same_v<decltype(join(pool, [] {}, [] {})), void>);
-  static_assert(std::is_same_v<decltype(join(pool, [] {}, [] { return 1; })), int>);
-  static_assert(std::is_same_v<decltype(join(pool, [] { return 1.5; }, [] {})), double>);
-  join(pool, [&] { left = 1; }, [&] { right = 2; });
+  static_assert(std::is_same_v<decltype(join(
+                                   pool, [] {}, [] {})),
+                               void>);
+  static_assert(std::is_same_v<decltype(join(
+                                   pool, [] {}, [] { return 1; })),
+                               int>);
+  static_assert(std::is_same_v<decltype(join(
+                                   pool, [] { return 1.5; }, [] {})),
+                               double>);
+  join(
+      pool, [&] { left = 1; }, [&] { right = 2; });
   EXPECT_EQ(left, 1);
   EXPECT_EQ(right, 2);
-  EXPECT_EQ(join(pool, [&] { left = 3; }, [] { return 4; }), 4);
+  EXPECT_EQ(join(
+                pool, [&] { left = 3; }, [] { return 4; }),
+            4);
   EXPECT_EQ(left, 3);
-  EXPECT_EQ(join(pool, [] { return 5; }, [&] { right = 6; }), 5);
+  EXPECT_EQ(join(
+                pool, [] { return 5; }, [&] { right = 6; }),
+            5);
   EXPECT_EQ(right, 6);
 }
 
@@ -143,8 +154,7 @@ TEST(join, when_both_halves_throw_one_exception_comes_out) {
   for (int round = 0; round < 50; ++round) {
     auto done = pool.post_awaitable([&] {
       join(
-          pool, [] { throw std::runtime_error("left"); },
-          [] { throw std::logic_error("right"); });
+          pool, [] { throw std::runtime_error("left"); }, [] { throw std::logic_error("right"); });
     });
     try {
       get_bounded(done, "join of two throwing halves");
@@ -161,7 +171,9 @@ TEST(join, off_the_pool_after_stop_throws_executor_stopped) {
   thread_pool pool(1);
   pool.stop();
   pool.join();
-  EXPECT_THROW(join(pool, [] { return 1; }, [] { return 2; }), executor_stopped);
+  EXPECT_THROW(join(
+                   pool, [] { return 1; }, [] { return 2; }),
+               executor_stopped);
 }
 
 // The forked half of a join on a worker blocked in another join's wait is taken by the idle
@@ -265,6 +277,33 @@ TEST(join, global_pool_overload) {
   EXPECT_EQ(a + b, 3);
 }
 
+// Holds one worker of `pool` in a task from outside until release() (or destruction), so that
+// tasks posted meanwhile queue behind it on a one-worker pool.
+class worker_holder {
+ public:
+  explicit worker_holder(thread_pool& pool) {
+    pool.post([this] {
+      holding_.count_down();
+      release_.wait();
+    });
+    holding_.wait();
+  }
+  worker_holder(const worker_holder&) = delete;
+  worker_holder& operator=(const worker_holder&) = delete;
+  ~worker_holder() { release(); }
+  void release() {
+    if (!released_) {
+      released_ = true;
+      release_.count_down();
+    }
+  }
+
+ private:
+  std::latch holding_{ 1 };
+  std::latch release_{ 1 };
+  bool released_ = false;
+};
+
 // ---- task_group ---------------------------------------------------------------------------
 
 TEST_P(on_workers, task_group_waits_for_every_task_run_so_far) {
@@ -325,13 +364,7 @@ TEST(task_group, wait_rethrows_the_first_exception_once_and_the_group_is_reusabl
 // every one of them.
 TEST(task_group, cancel_skips_the_tasks_not_started) {
   thread_pool pool(1);
-  std::latch release(1);
-  std::latch holding(1);
-  pool.post([&] {
-    holding.count_down();
-    release.wait();
-  });
-  holding.wait();
+  worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   for (int i = 0; i < 10; ++i) {
@@ -339,7 +372,7 @@ TEST(task_group, cancel_skips_the_tasks_not_started) {
   }
   group.cancel();
   EXPECT_TRUE(group.is_canceling());
-  release.count_down();
+  hold.release();
   EXPECT_NO_THROW(group.wait());
   EXPECT_EQ(ran.load(), 0);
   EXPECT_FALSE(group.is_canceling());
@@ -348,20 +381,14 @@ TEST(task_group, cancel_skips_the_tasks_not_started) {
 // An exception cancels the group: on one worker, the tasks after the thrower do not run.
 TEST(task_group, an_exception_cancels_the_tasks_not_started) {
   thread_pool pool(1);
-  std::latch release(1);
-  std::latch holding(1);
-  pool.post([&] {
-    holding.count_down();
-    release.wait();
-  });
-  holding.wait();
+  worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   group.run([] { throw std::runtime_error("first"); });
   for (int i = 0; i < 10; ++i) {
     group.run([&] { ++ran; });
   }
-  release.count_down();
+  hold.release();
   EXPECT_THROW(group.wait(), std::runtime_error);
   EXPECT_EQ(ran.load(), 0);
 }
@@ -412,20 +439,14 @@ TEST(task_group, run_after_stop_throws_and_counts_as_cancelled) {
 
 TEST(task_group, tasks_dropped_by_stop_discard_finish_as_task_cancelled) {
   thread_pool pool(1);
-  std::latch release(1);
-  std::latch holding(1);
-  pool.post([&] {
-    holding.count_down();
-    release.wait();
-  });
-  holding.wait();
+  worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   for (int i = 0; i < 10; ++i) {
     group.run([&] { ++ran; });
   }
   pool.stop(stop_mode::discard);
-  release.count_down();
+  hold.release();
   EXPECT_THROW(group.wait(), task_cancelled);
   EXPECT_EQ(ran.load(), 0);
   pool.join();
@@ -443,8 +464,7 @@ TEST_P(parallel_for_grain, calls_every_index_exactly_once) {
   constexpr int kCount = 100000;
   std::vector<std::atomic<int>> calls(kCount);
   parallel_for(
-      pool, 0, kCount, [&](int i) { calls[static_cast<std::size_t>(i)].fetch_add(1); },
-      GetParam());
+      pool, 0, kCount, [&](int i) { calls[static_cast<std::size_t>(i)].fetch_add(1); }, GetParam());
   for (int i = 0; i < kCount; ++i) {
     ASSERT_EQ(calls[static_cast<std::size_t>(i)].load(), 1) << "index " << i;
   }

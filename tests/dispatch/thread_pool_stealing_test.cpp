@@ -19,8 +19,8 @@
 #include "cyan/dispatch/co_spawn.h"
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/schedule.h"
-#include "cyan/dispatch/task.h"
 #include "cyan/dispatch/stop_mode.h"
+#include "cyan/dispatch/task.h"
 #include "cyan/dispatch/thread_pool.h"
 
 namespace cyan::dispatch {
@@ -75,8 +75,8 @@ TEST_P(workers, n_workers_run_n_locally_posted_tasks_at_once) {
       }
       meet();
     });
-    ASSERT_TRUE(reaches(all_met, n, kLimit)) << "round " << round << ": " << arrived.load() << " of " << n
-                                     << " tasks running at once";
+    ASSERT_TRUE(reaches(all_met, n, kLimit))
+        << "round " << round << ": " << arrived.load() << " of " << n << " tasks running at once";
   }
 }
 

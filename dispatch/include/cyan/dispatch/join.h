@@ -26,8 +26,8 @@ namespace detail {
 
 /// What join(f, g) returns for results A and B: void halves contribute no member.
 template <typename A, typename B>
-using join_result_t = std::conditional_t<
-    std::is_void_v<A>, B, std::conditional_t<std::is_void_v<B>, A, std::pair<A, B>>>;
+using join_result_t = std::conditional_t<std::is_void_v<A>, B,
+                                         std::conditional_t<std::is_void_v<B>, A, std::pair<A, B>>>;
 
 template <typename A, typename B>
 join_result_t<A, B> join_results(outcome<A>& a, outcome<B>& b, int first) {
@@ -140,8 +140,8 @@ class task_group : noncopyable {
   /// counts as finished with task_cancelled. Throws executor_stopped after the pool's stop()
   /// (the task then counts as cancelled as well), std::bad_alloc.
   template <typename F>
-  requires std::invocable<std::decay_t<F>&>
-  void run(F&& f) {
+  requires std::invocable < std::decay_t<F>
+  & > void run(F&& f) {
     state_.child_started();
     pool_->post(detail::group_child<std::decay_t<F>>(state_, std::forward<F>(f)));
   }
