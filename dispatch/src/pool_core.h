@@ -193,7 +193,6 @@ class pool_core : noncopyable {
   [[nodiscard]] worker_state* local_worker() noexcept;
   [[nodiscard]] bool push_local(worker_state& self, task&& t);
   [[nodiscard]] bool take_own(worker_state& self, work_item& out) noexcept;
-  [[nodiscard]] bool take_for_help(worker_state& self, work_item& out) noexcept;
   [[nodiscard]] bool steal_job(worker_state& self, work_item& out) noexcept;
   [[nodiscard]] bool any_deque() const noexcept;
   void run_item(work_item& item) noexcept;

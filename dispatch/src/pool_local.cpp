@@ -136,17 +136,6 @@ bool pool_core::any_deque() const noexcept {
   return false;
 }
 
-// What a helping wait runs: own queues, then the shared queue, then stolen work.
-bool pool_core::take_for_help(worker_state& self, work_item& out) noexcept {
-  return take_own(self, out) || claim(self, out.work) || steal_job(self, out) || [&] {
-    if (steal(self, out.work)) {
-      count(self.counters.stolen);
-      return true;
-    }
-    return false;
-  }();
-}
-
 void pool_core::help_until(fork_worker& worker, help_target& target) noexcept {
   constexpr unsigned kHelpYields = 8;
   constexpr std::chrono::microseconds kFirstPark{ 20 };
@@ -157,7 +146,7 @@ void pool_core::help_until(fork_worker& worker, help_target& target) noexcept {
   std::chrono::microseconds park = kFirstPark;
   work_item item;
   while (!target.done()) {
-    if (take_for_help(self, item)) {
+    if (take_next(self, item)) {  // the round's order, its fairness included
       run_item(item);
       idle_looks = 0;
       park = kFirstPark;
