@@ -22,6 +22,7 @@
 #include "cyan/dispatch/errors.h"
 #include "cyan/dispatch/stop_mode.h"
 #include "cyan/dispatch/thread_pool.h"
+#include "support/worker_holder.h"
 
 namespace cyan::dispatch {
 namespace {
@@ -198,18 +199,10 @@ TEST(join, an_idle_worker_steals_the_forked_half) {
 // every fork back from its own deque (none stolen), and stats() counts each one.
 TEST(join, forks_on_a_busy_pool_come_back_from_the_own_deque) {
   thread_pool pool(2);
-  std::atomic<bool> release{ false };
-  std::latch busy(1);
-  pool.post([&] {
-    busy.count_down();
-    while (!release.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-  });
-  busy.wait();
+  cyan::test::worker_holder busy(pool);
   auto root = pool.post_awaitable([&pool] { return fib_by_join(pool, 20); });
   const std::uint64_t value = get_bounded(root, "fib_by_join(20) beside a busy worker");
-  release.store(true, std::memory_order_release);
+  busy.release();
   pool.stop();
   pool.join();
   EXPECT_EQ(value, 6765U);
@@ -277,33 +270,6 @@ TEST(join, global_pool_overload) {
   EXPECT_EQ(a + b, 3);
 }
 
-// Holds one worker of `pool` in a task from outside until release() (or destruction), so that
-// tasks posted meanwhile queue behind it on a one-worker pool.
-class worker_holder {
- public:
-  explicit worker_holder(thread_pool& pool) {
-    pool.post([this] {
-      holding_.count_down();
-      release_.wait();
-    });
-    holding_.wait();
-  }
-  worker_holder(const worker_holder&) = delete;
-  worker_holder& operator=(const worker_holder&) = delete;
-  ~worker_holder() { release(); }
-  void release() {
-    if (!released_) {
-      released_ = true;
-      release_.count_down();
-    }
-  }
-
- private:
-  std::latch holding_{ 1 };
-  std::latch release_{ 1 };
-  bool released_ = false;
-};
-
 // ---- task_group ---------------------------------------------------------------------------
 
 TEST_P(on_workers, task_group_waits_for_every_task_run_so_far) {
@@ -364,7 +330,7 @@ TEST(task_group, wait_rethrows_the_first_exception_once_and_the_group_is_reusabl
 // every one of them.
 TEST(task_group, cancel_skips_the_tasks_not_started) {
   thread_pool pool(1);
-  worker_holder hold(pool);
+  cyan::test::worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   for (int i = 0; i < 10; ++i) {
@@ -381,7 +347,7 @@ TEST(task_group, cancel_skips_the_tasks_not_started) {
 // An exception cancels the group: on one worker, the tasks after the thrower do not run.
 TEST(task_group, an_exception_cancels_the_tasks_not_started) {
   thread_pool pool(1);
-  worker_holder hold(pool);
+  cyan::test::worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   group.run([] { throw std::runtime_error("first"); });
@@ -439,7 +405,7 @@ TEST(task_group, run_after_stop_throws_and_counts_as_cancelled) {
 
 TEST(task_group, tasks_dropped_by_stop_discard_finish_as_task_cancelled) {
   thread_pool pool(1);
-  worker_holder hold(pool);
+  cyan::test::worker_holder hold(pool);
   std::atomic<int> ran{ 0 };
   task_group group(pool);
   for (int i = 0; i < 10; ++i) {

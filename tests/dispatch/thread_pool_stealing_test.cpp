@@ -22,6 +22,7 @@
 #include "cyan/dispatch/stop_mode.h"
 #include "cyan/dispatch/task.h"
 #include "cyan/dispatch/thread_pool.h"
+#include "support/worker_holder.h"
 
 namespace cyan::dispatch {
 namespace {
@@ -250,15 +251,7 @@ task<int> leaf(int i) {
 // worker whose only peer is busy, every child comes back from the own deque.
 TEST(stealing, co_spawn_from_a_pool_task_goes_to_the_local_deque) {
   thread_pool pool(2);
-  std::atomic<bool> release{ false };
-  std::latch busy(1);
-  pool.post([&] {
-    busy.count_down();
-    while (!release.load(std::memory_order_acquire)) {
-      std::this_thread::yield();
-    }
-  });
-  busy.wait();
+  cyan::test::worker_holder busy(pool);
   constexpr int kChildren = 200;
   auto root = pool.post_awaitable([&pool] {
     std::vector<future<int>> children;
@@ -273,7 +266,7 @@ TEST(stealing, co_spawn_from_a_pool_task_goes_to_the_local_deque) {
   });
   ASSERT_EQ(root.wait_for(60s), std::future_status::ready);
   EXPECT_EQ(root.get(), kChildren * (kChildren - 1) / 2);
-  release.store(true, std::memory_order_release);
+  busy.release();
   pool.stop();
   pool.join();
   std::uint64_t from_local = 0;
